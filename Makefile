@@ -1,0 +1,84 @@
+# oxe: one entry point.
+#   make run    build whatever is stale, boot a guest, create devices and show them working
+#   make test   every test: host unit tests, then the guest suites
+# Caches (kernel tree, rdma-core build, tools) live in $(OXE_CACHE), outside the clone.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+OXE_CACHE ?= $(HOME)/.cache/oxe
+export OXE_CACHE
+
+KRUSTC := /usr/bin/rustc
+KLLVM := /usr/lib/llvm-19/bin/
+KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) BINDGEN=$(OXE_CACHE)/tools/bin/bindgen \
+	LIBCLANG_PATH=/usr/lib/llvm-19/lib
+# CLIPPY=1 runs clippy over the module's Rust as the kernel build does (`make CLIPPY=1 module`).
+CLIPPY ?=
+RESULTS := build/results
+
+.PHONY: run test bench shell deps kernel module rdma-core host-test check fmt expectations clean distclean
+
+deps:
+	@scripts/deps.sh
+
+kernel: deps
+	@scripts/kernel.sh build >/dev/null
+
+rdma-core: deps
+	@scripts/rdma-core.sh build >/dev/null
+
+# The module builds against the cached kernel tree, in this tree (Kbuild).
+module: kernel
+	@kdir=$$(scripts/kernel.sh dir) && \
+	$(KMAKE) -s -C $$kdir M=$(CURDIR) $(if $(CLIPPY),CLIPPY=1) modules
+
+# Userspace tests that need no guest.
+host-test:
+	@if [ -f rust/core/Cargo.toml ]; then cargo test -q --manifest-path rust/core/Cargo.toml; fi
+
+check: deps
+	@for d in rust/core provider; do \
+		[ -f $$d/Cargo.toml ] || continue; \
+		cargo fmt --manifest-path $$d/Cargo.toml -- --check && \
+		cargo clippy -q --manifest-path $$d/Cargo.toml --all-targets -- -D warnings || exit 1; \
+	done
+	@rustfmt --edition 2021 --check $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
+
+fmt:
+	@for d in rust/core provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
+	@rustfmt --edition 2021 $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
+
+run: module rdma-core
+	@qemu-test/vm.sh run
+
+test: module rdma-core
+	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/suites/*.json
+	@if $(MAKE) -s check; then echo "check pass" >>$(RESULTS)/checks.txt; \
+		else echo "check fail" >>$(RESULTS)/checks.txt; fi
+	@if $(MAKE) -s host-test; then echo "host-test pass" >>$(RESULTS)/checks.txt; \
+		else echo "host-test fail" >>$(RESULTS)/checks.txt; fi
+	@qemu-test/vm.sh test; rc=$$?; \
+		cat $(RESULTS)/guest-checks.txt >>$(RESULTS)/checks.txt 2>/dev/null; \
+		[ $$rc = 0 ] || echo "guest fail" >>$(RESULTS)/checks.txt
+	@echo; sed 's/^/  /' $(RESULTS)/checks.txt; \
+		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
+		echo "$$p passed, $$f failed"; [ $$f = 0 ]
+
+shell: module rdma-core
+	@qemu-test/vm.sh shell
+
+# Adds every test that now passes to qemu-test/expected/ (never removes one).
+expectations:
+	@for v in $(RESULTS)/logs/*.verdicts.json; do \
+		n=$$(basename $$v .verdicts.json); \
+		qemu-test/results.py grow qemu-test/expected/$$n.txt $$v; \
+	done
+
+clean:
+	@kdir=$$(scripts/kernel.sh dir 2>/dev/null) && [ -d "$$kdir" ] && \
+		$(KMAKE) -s -C $$kdir M=$(CURDIR) clean || true
+	rm -rf build rust/core/target provider/target
+
+# Also drops the caches outside the clone (kernel tree, rdma-core, tools).
+distclean: clean
+	rm -rf $(OXE_CACHE)

@@ -1,0 +1,78 @@
+# Guest-side helpers for the suites. Sourced by main.sh inside the virtme-ng guest,
+# which sees the host's root fs read-only; only $OXE_RESULTS is written back.
+set -uo pipefail
+
+export PATH=$OXE_RDMA_CORE/build/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# rdma-core v59 (in-place build) serves every verbs client here, Debian's perftest and
+# rdmacm-utils included: Debian's own libibverbs is 44 and knows neither oxe nor ODP.
+export LD_LIBRARY_PATH=$OXE_RDMA_CORE/build/lib
+export PYTHONDONTWRITEBYTECODE=1
+GUEST=$OXE_TOP/qemu-test/guest
+SUITE_DIR=$OXE_RESULTS/suites
+mkdir -p "$SUITE_DIR" "$OXE_RESULTS/logs"
+FAILED=()
+
+say() { printf '\n=== %s\n' "$*"; }
+
+# Kernel reports that fail a run wherever they appear. Lockdep's reports all carry
+# one of the first lines' phrases; hung tasks say "blocked for more than".
+SPLAT_RE='WARNING:|BUG:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|lockdep|blocked for more than|soft lockup|hard LOCKUP|general protection fault|kernel BUG|Call Trace:|refcount_t:'
+
+# Saves and clears the kernel log; fails SUITE if it holds a splat.
+dmesg_check() {
+    local suite=$1 log=$OXE_RESULTS/logs/dmesg-$1.log
+    dmesg >"$log"
+    dmesg -C
+    if grep -Eq "$SPLAT_RE" "$log"; then
+        say "dmesg after $suite has kernel splats:"
+        grep -E -A25 "$SPLAT_RE" "$log" | head -n 80
+        return 1
+    fi
+}
+
+# Records one suite's counts for summary.json.
+record() { # suite device ran ok failures errors skipped seconds
+    printf '{"suite":"%s","device":"%s","ran":%d,"ok":%d,"failures":%d,"errors":%d,"skipped":%d,"seconds":%d}\n' \
+        "$@" >"$SUITE_DIR/$1-$2.json"
+}
+
+# Runs one suite function; a suite fails on a non-zero status or on a dirty dmesg.
+run_suite() { # name function args...
+    local name=$1
+    shift
+    say "suite $name"
+    local rc=0
+    "$@" || rc=$?
+    dmesg_check "$name" || rc=1
+    if [ $rc != 0 ]; then
+        FAILED+=("$name")
+        echo "$name fail" >>"$OXE_RESULTS/guest-checks.txt"
+        say "suite $name FAILED"
+    else
+        echo "$name pass" >>"$OXE_RESULTS/guest-checks.txt"
+        say "suite $name passed"
+    fi
+}
+
+# Two hosts: veth0 stays here, veth1 lives in netns "peer". IPv4 and IPv6 on both,
+# so each RoCE v2 device gets v4-mapped and v6 GIDs.
+net_setup() {
+    ip link set lo up
+    ip link add veth0 type veth peer name veth1
+    ip netns add peer
+    ip link set veth1 netns peer
+    ip addr add 10.11.0.1/24 dev veth0
+    ip addr add fd11::1/64 dev veth0 nodad
+    ip link set veth0 up
+    ip -n peer link set lo up
+    ip -n peer addr add 10.11.0.2/24 dev veth1
+    ip -n peer addr add fd11::2/64 dev veth1 nodad
+    ip -n peer link set veth1 up
+}
+
+# The ib_core modules come from the kernel build (virtme-ng exposes its modules).
+load_rxe() { # device netdev
+    modprobe rdma_rxe && rdma link add "$1" type rxe netdev "$2"
+}
+
+oxe_ko() { echo "$OXE_TOP/oxe.ko"; }

@@ -1,0 +1,19 @@
+# Suite: rdma-core v59's tests/ (run_tests.py) against one device, held to its ratchet.
+suite_rdma_core() { # device netdev gid-index
+    local dev=$1 gid=$3
+    local log=$OXE_RESULTS/logs/rdma-core-$dev.log t0=$SECONDS
+    ibv_devinfo -d "$dev" -v | grep -E 'state|GID\[' || return 1
+    # The tests hold huge-page MRs: reserve a few 2 MiB pages for them.
+    echo 16 >/proc/sys/vm/nr_hugepages
+    (cd /tmp && timeout 1800 run_tests.py --dev "$dev" --gid "$gid" -v) >"$log" 2>&1
+    local rc=$?
+    tail -n 5 "$log"
+    local counts
+    counts=$("$OXE_TOP/qemu-test/results.py" unittest "$log" rdma-core "$dev" $((SECONDS - t0))) || return 1
+    echo "$counts" >"$SUITE_DIR/rdma-core-$dev.json"
+    echo "$counts"
+    # Failures not on the expectations list are reported, not fatal: the ratchet decides.
+    [ $rc = 0 ] || grep -E '^(FAIL|ERROR):' "$log" | head -n 40
+    "$OXE_TOP/qemu-test/results.py" ratchet "$OXE_TOP/qemu-test/expected/rdma-core-$dev.txt" \
+        "${log%.log}.verdicts.json"
+}

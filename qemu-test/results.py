@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Turns suite output into results and holds oxe to its expectations.
+
+  results.py unittest LOG SUITE DEVICE SECONDS   per-test verdicts + counts (JSON) beside LOG
+  results.py ratchet EXPECTED VERDICTS_JSON      fails if a listed test did not pass
+  results.py grow EXPECTED VERDICTS_JSON         adds newly passing tests to EXPECTED
+  results.py summary SUITE_DIR OUT               merges per-suite counts into summary.json
+
+The expectations files only grow: `grow` never removes a line, and `ratchet` fails
+the run for any listed test that is not "ok" (missing counts as not ok).
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+START = re.compile(r"^(\w+) \(([\w.]+)\)")
+STATUS = re.compile(r"(?:^|\.\.\. )(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
+
+
+def parse_unittest(text):
+    """Verdict per test id from `unittest -v` output, tolerant of interleaved prints."""
+    verdicts, pending = {}, None
+    for line in text.splitlines():
+        m = START.match(line)
+        if m and (" ... " in line or line.rstrip().endswith("...")):
+            pending = m.group(2)
+            if not pending.endswith("." + m.group(1)):
+                pending = f"{pending}.{m.group(1)}"
+        if pending is None:
+            continue
+        s = STATUS.search(line.rstrip())
+        if s:
+            word = s.group(1)
+            verdicts[pending] = "skipped" if word.startswith("skipped") else word
+            pending = None
+    return verdicts
+
+
+def unittest_cmd(log, suite, device, seconds):
+    text = Path(log).read_text(errors="replace")
+    verdicts = parse_unittest(text)
+    ran = re.search(r"^Ran (\d+) tests? in", text, re.M)
+    counts = {k: sum(1 for v in verdicts.values() if v == k) for k in ("ok", "FAIL", "ERROR", "skipped")}
+    summary = {
+        "suite": suite,
+        "device": device,
+        "ran": int(ran.group(1)) if ran else len(verdicts),
+        "ok": counts["ok"],
+        "failures": counts["FAIL"],
+        "errors": counts["ERROR"],
+        "skipped": counts["skipped"],
+        "seconds": int(seconds),
+    }
+    Path(log).with_suffix(".verdicts.json").write_text(json.dumps(verdicts, indent=1, sort_keys=True))
+    print(json.dumps(summary))
+    return 0
+
+
+def expected(path):
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [l.strip() for l in p.read_text().splitlines() if l.strip() and not l.startswith("#")]
+
+
+def ratchet_cmd(exp_path, verdicts_path):
+    verdicts = json.loads(Path(verdicts_path).read_text())
+    want = expected(exp_path)
+    lost = [t for t in want if verdicts.get(t) != "ok"]
+    new = sorted(t for t, v in verdicts.items() if v == "ok" and t not in set(want))
+    for t in lost:
+        print(f"RATCHET: {t}: expected ok, got {verdicts.get(t, 'not run')}")
+    if new:
+        print(f"ratchet: {len(new)} passing test(s) not yet in {exp_path} (run `make expectations`):")
+        for t in new:
+            print(f"  + {t}")
+    print(f"ratchet {Path(exp_path).name}: {len(want) - len(lost)}/{len(want)} expected tests passed")
+    return 1 if lost else 0
+
+
+def grow_cmd(exp_path, verdicts_path):
+    verdicts = json.loads(Path(verdicts_path).read_text())
+    p = Path(exp_path)
+    lines = p.read_text().splitlines() if p.exists() else []
+    have = set(expected(exp_path))
+    new = sorted(t for t, v in verdicts.items() if v == "ok" and t not in have)
+    if new:
+        p.write_text("\n".join(lines + new) + "\n")
+    print(f"{exp_path}: +{len(new)}")
+    return 0
+
+
+def summary_cmd(suite_dir, out):
+    entries = [json.loads(p.read_text()) for p in sorted(Path(suite_dir).glob("*.json"))]
+    Path(out).write_text(json.dumps(entries, indent=2) + "\n")
+    for e in entries:
+        print("{suite:>12} {device:>6}: ran {ran:4} ok {ok:4} fail {failures:3} err {errors:3} skip {skipped:4} {seconds:5}s".format(**e))
+    return 0
+
+
+def main(argv):
+    cmds = {"unittest": unittest_cmd, "ratchet": ratchet_cmd, "grow": grow_cmd, "summary": summary_cmd}
+    if len(argv) < 2 or argv[1] not in cmds:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return cmds[argv[1]](*argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

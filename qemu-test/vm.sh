@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Host side of the guest runner: boots the cached 7.3 kernel under virtme-ng with the
+# host's root fs, and runs qemu-test/guest/main.sh MODE inside it.
+#   vm.sh run|test|bench|shell
+# Results land in build/results/ (the guest's only writable host directory).
+source "$(dirname "$0")/../scripts/lib.sh"
+
+mode=${1:?usage: vm.sh run|test|bench|shell}
+kdir=$("$OXE_TOP/scripts/kernel.sh" dir)
+rdma=$("$OXE_TOP/scripts/rdma-core.sh" dir)
+[ -f "$kdir/.oxe-built" ] || die "kernel not built: run 'make kernel'"
+[ -f "$rdma/.oxe-built" ] || die "rdma-core not built: run 'make rdma-core'"
+results=$OXE_TOP/build/results
+mkdir -p "$results"
+
+# TCG unless a probe proves KVM boots here (it hangs on these machines: QEMU trips
+# over MSR 0x10a). The verdict is cached per host boot and kernel build.
+accel() {
+    local verdict=$OXE_CACHE/kvm-probe
+    local key
+    key="$(cat /proc/sys/kernel/random/boot_id) $kdir"
+    if [ ! -r /dev/kvm ]; then
+        echo --disable-kvm
+        return
+    fi
+    if [ ! -f "$verdict" ] || [ "$(head -n1 "$verdict")" != "$key" ]; then
+        local ok=no
+        if timeout 60 "$VENV/bin/vng" --run "$kdir" --cpus 1 --memory 512M \
+            --exec 'echo oxe-kvm-probe-ok' </dev/null 2>/dev/null | grep -q oxe-kvm-probe-ok; then
+            ok=yes
+        fi
+        printf '%s\n%s\n' "$key" "$ok" >"$verdict"
+    fi
+    if [ "$(tail -n1 "$verdict")" = yes ]; then echo; else echo --disable-kvm; fi
+}
+
+acc=$(accel)
+log "booting $(basename "$kdir") (${acc:+TCG}${acc:-KVM}), mode $mode"
+env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results"
+vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
+if [ "$mode" = shell ]; then
+    exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
+fi
+rm -f "$results/.guest-status"
+# The guest writes its verdict to a file: qemu's exit status does not carry the
+# command's through virtme-ng in every version.
+"$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args bash $OXE_TOP/qemu-test/guest/main.sh $mode" </dev/null
+status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
+[ "$status" = ok ] || die "guest $mode failed: $status"

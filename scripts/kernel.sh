@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Fetches Linux 7.3 from Debian trixie-backports and builds the guest kernel in $OXE_CACHE.
+# The build tree is keyed by source version and qemu-test/kernel.fragment; the
+# out-of-tree module builds against it.
+source "$(dirname "$0")/lib.sh"
+
+fetch_source() {
+    local dir=$OXE_CACHE/kernel-src
+    mkdir -p "$dir/apt/lists/partial" "$dir/apt/archives/partial"
+    # A private sources list: trixie is never added to the system's apt sources.
+    # Same mirror as the machine's own bookworm entries.
+    local mirror
+    mirror=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+        head -n1 | tr -d ' ')
+    mirror=${mirror:-http://deb.debian.org/debian}
+    echo "deb ${mirror%/} trixie-backports main" >"$dir/apt/sources.list"
+    local apt_opts=(-o "Dir::Etc::SourceList=$dir/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt" -o Dir::State::Status=/dev/null
+        -o APT::Sandbox::User=root)
+    if ls "$dir"/${KSRC_PKG}_*_all.deb >/dev/null 2>&1; then
+        return
+    fi
+    log "fetching $KSRC_PKG from trixie-backports ($mirror)"
+    apt-get "${apt_opts[@]}" update -qq
+    if ! apt-cache "${apt_opts[@]}" show "$KSRC_PKG" >/dev/null 2>&1; then
+        local offered
+        offered=$(apt-cache "${apt_opts[@]}" search '^linux-source-[0-9]' | cut -d' ' -f1 | xargs)
+        die "$KSRC_PKG has left trixie-backports; on offer now: ${offered:-nothing}. Update KSRC_PKG in scripts/lib.sh and the fragment."
+    fi
+    (cd "$dir" && apt-get "${apt_opts[@]}" download -qq "$KSRC_PKG")
+}
+
+build() {
+    local kdir
+    kdir=$(kernel_dir)
+    if [ -f "$kdir/.oxe-built" ]; then
+        echo "$kdir"
+        return
+    fi
+    local deb
+    deb=$(ls "$OXE_CACHE"/kernel-src/${KSRC_PKG}_*_all.deb | sort -V | tail -n1)
+    if [ ! -f "$kdir/Makefile" ]; then
+        log "unpacking $(basename "$deb") into $kdir"
+        rm -rf "$kdir.tmp" && mkdir -p "$kdir.tmp"
+        dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards './usr/src/linux-source-*.tar.xz' |
+            tar -xJ -C "$kdir.tmp" --strip-components=1
+        mv "$kdir.tmp" "$kdir"
+    fi
+    cd "$kdir"
+    log "configuring: tinyconfig + qemu-test/kernel.fragment"
+    "${KMAKE[@]}" -s tinyconfig
+    scripts/kconfig/merge_config.sh -m -Q .config "$OXE_TOP/qemu-test/kernel.fragment" >/dev/null
+    "${KMAKE[@]}" -s olddefconfig
+    # Every line of the fragment must have survived olddefconfig: a silently
+    # dropped option (a missing dependency) would otherwise surface as a baffling test failure.
+    local bad=0 line sym val
+    while IFS= read -r line; do
+        case "$line" in CONFIG_*=*) ;; *) continue ;; esac
+        sym=${line%%=*} val=${line#*=}
+        if [ "$val" = n ]; then
+            grep -q "^$sym=" .config && { log "fragment: $sym should be off"; bad=1; }
+        elif ! grep -qx "$line" .config; then
+            log "fragment: $line did not survive olddefconfig (got: $(grep "^$sym=" .config || echo unset))"
+            bad=1
+        fi
+    done <"$OXE_TOP/qemu-test/kernel.fragment"
+    [ $bad = 0 ] || die "kernel config does not match qemu-test/kernel.fragment"
+    "${KMAKE[@]}" -s rustavailable >/dev/null || die "Rust is not available to the kernel build"
+    log "building the kernel in $kdir (about 13 minutes on 2 cores)"
+    local t0=$SECONDS
+    "${KMAKE[@]}" -s -j"$(($(nproc) + 1))" bzImage modules
+    log "kernel built in $((SECONDS - t0)) s"
+    touch .oxe-built
+    echo "$kdir"
+}
+
+case "${1:-build}" in
+fetch) fetch_source ;;
+build) fetch_source && build ;;
+dir) kernel_dir ;;
+*) die "usage: $0 [fetch|build|dir]" ;;
+esac

@@ -1,0 +1,43 @@
+# Shared settings for oxe's build scripts. Sourced, never run.
+# Everything expensive lives in $OXE_CACHE, outside the clone, keyed by its inputs,
+# so a fresh clone on the same machine reuses it and a changed input rebuilds it.
+set -euo pipefail
+
+OXE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OXE_CACHE=${OXE_CACHE:-$HOME/.cache/oxe}
+mkdir -p "$OXE_CACHE"
+
+# Toolchain for kernel Rust: Debian's rustc-web (with its library source), LLVM 19.
+# rustup's rustc (first in PATH on these machines) has no rust-src and cannot build kernel Rust.
+KRUSTC=/usr/bin/rustc
+KLLVM=/usr/lib/llvm-19/bin/
+export LIBCLANG_PATH=/usr/lib/llvm-19/lib
+BINDGEN_VERSION=0.73.2
+VIRTME_NG_VERSION=1.42
+TOOLS=$OXE_CACHE/tools
+VENV=$OXE_CACHE/venv
+export PATH=$TOOLS/bin:$PATH
+KMAKE=(make LLVM=$KLLVM RUSTC=$KRUSTC BINDGEN=$TOOLS/bin/bindgen)
+
+# Kernel source: the 7.3 series from Debian trixie-backports.
+KSRC_PKG=linux-source-7.3
+# rdma-core v59 ships complete inside the pyverbs sdist.
+PYVERBS_VERSION=59.0
+PYVERBS_SHA256=b30d56bb620b3d3b4301876f9a04c964be1c76cc6553a451e1465f1c6ac9f20e
+
+log() { printf '[oxe] %s\n' "$*" >&2; }
+die() { printf '[oxe] error: %s\n' "$*" >&2; exit 1; }
+
+# Hash of a set of files (content and names), for cache keys.
+hash_files() { (cd "$OXE_TOP" && sha256sum "$@" | sha256sum | cut -c1-12); }
+
+# Where the kernel build tree for the current inputs lives (no side effects).
+kernel_dir() {
+    local deb
+    deb=$(ls "$OXE_CACHE"/kernel-src/${KSRC_PKG}_*_all.deb 2>/dev/null | sort -V | tail -n1) ||
+        true
+    [ -n "$deb" ] || die "kernel source not fetched yet: run 'make kernel'"
+    local ver
+    ver=$(basename "$deb" | sed -e "s/^${KSRC_PKG}_//" -e 's/_all\.deb$//' -e 's/~/-/g')
+    echo "$OXE_CACHE/kernel-$ver-$(hash_files qemu-test/kernel.fragment)"
+}
