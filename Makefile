@@ -16,7 +16,7 @@ KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) BINDGEN=$(OXE_CACHE)/tools/bin/bin
 CLIPPY ?=
 RESULTS := build/results
 
-.PHONY: run test bench shell deps kernel module rdma-core host-test check fmt expectations clean distclean
+.PHONY: run test bench shell deps kernel module rdma-core provider host-test check fmt expectations clean distclean
 
 deps:
 	@scripts/deps.sh
@@ -27,18 +27,26 @@ kernel: deps
 rdma-core: deps
 	@scripts/rdma-core.sh build >/dev/null
 
+# The provider builds against the configured rdma-core tree and is installed into
+# its build/lib, where the oxe.driver file (rdma-core-patches/0001) points.
+RDMA_CORE_DIR = $$(scripts/rdma-core.sh dir)
+provider: rdma-core
+	@rc=$(RDMA_CORE_DIR) && \
+	OXE_RDMA_CORE=$$rc cargo build -q --release --manifest-path provider/Cargo.toml && \
+	install -m0755 provider/target/release/liboxe_rdmav59.so $$rc/build/lib/liboxe-rdmav59.so
+
 # The module builds against the cached kernel tree, in this tree (Kbuild).
 module: kernel
 	@kdir=$$(scripts/kernel.sh dir) && \
 	$(KMAKE) -s -C $$kdir M=$(CURDIR) $(if $(CLIPPY),CLIPPY=1) modules
 
 # Userspace tests that need no guest.
-host-test:
-	@if [ -f rust/core/Cargo.toml ]; then cargo test -q --manifest-path rust/core/Cargo.toml; fi
+host-test: provider
+	@cargo test -q --manifest-path rust/core/Cargo.toml
+	@OXE_RDMA_CORE=$(RDMA_CORE_DIR) cargo test -q --release --manifest-path provider/Cargo.toml
 
-check: deps
-	@for d in rust/core provider; do \
-		[ -f $$d/Cargo.toml ] || continue; \
+check: rdma-core
+	@export OXE_RDMA_CORE=$(RDMA_CORE_DIR); for d in rust/core provider; do \
 		cargo fmt --manifest-path $$d/Cargo.toml -- --check && \
 		cargo clippy -q --manifest-path $$d/Cargo.toml --all-targets -- -D warnings || exit 1; \
 	done
@@ -48,10 +56,10 @@ fmt:
 	@for d in rust/core provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
 	@rustfmt --edition 2021 $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
 
-run: module rdma-core
+run: module provider
 	@qemu-test/vm.sh run
 
-test: module rdma-core
+test: module provider
 	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/suites/*.json
 	@if $(MAKE) -s check; then echo "check pass" >>$(RESULTS)/checks.txt; \
 		else echo "check fail" >>$(RESULTS)/checks.txt; fi
@@ -64,7 +72,7 @@ test: module rdma-core
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
 		echo "$$p passed, $$f failed"; [ $$f = 0 ]
 
-shell: module rdma-core
+shell: module provider
 	@qemu-test/vm.sh shell
 
 # Adds every test that now passes to qemu-test/expected/ (never removes one).

@@ -23,7 +23,8 @@ def parse_unittest(text):
     verdicts, pending = {}, None
     for line in text.splitlines():
         m = START.match(line)
-        if m and (" ... " in line or line.rstrip().endswith("...")):
+        # "name (id) ... ok", or "name (id)" then its docstring line "... ok".
+        if m and (" ... " in line or line.rstrip().endswith("...") or line.rstrip() == m.group(0)):
             pending = m.group(2)
             if not pending.endswith("." + m.group(1)):
                 pending = f"{pending}.{m.group(1)}"

@@ -34,8 +34,19 @@ accel() {
     if [ "$(tail -n1 "$verdict")" = yes ]; then echo; else echo --disable-kvm; fi
 }
 
+# oxe.ko goes where modprobe finds it, so that `rdma link add ... type oxe`
+# loads it through its rdma-link-oxe alias like any in-tree link type.
+install_module() {
+    local mods=$kdir/.virtme_mods
+    (cd "$kdir" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
+    install -D -m0644 "$OXE_TOP/oxe.ko" "$mods/lib/modules/0.0.0/extra/oxe.ko"
+    depmod -b "$mods" 0.0.0
+}
+[ -f "$OXE_TOP/oxe.ko" ] || die "oxe.ko not built: run 'make module'"
+install_module
+
 acc=$(accel)
-log "booting $(basename "$kdir") (${acc:+TCG}${acc:-KVM}), mode $mode"
+log "booting $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
 env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results"
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
 if [ "$mode" = shell ]; then
@@ -44,6 +55,7 @@ fi
 rm -f "$results/.guest-status"
 # The guest writes its verdict to a file: qemu's exit status does not carry the
 # command's through virtme-ng in every version.
-"$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args bash $OXE_TOP/qemu-test/guest/main.sh $mode" </dev/null
+# Through a pipe: QEMU reopens its stdout and would truncate a redirected file.
+"$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args bash $OXE_TOP/qemu-test/guest/main.sh $mode" </dev/null 2>&1 | cat
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
 [ "$status" = ok ] || die "guest $mode failed: $status"

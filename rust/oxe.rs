@@ -2,10 +2,23 @@
 
 //! oxe: a software RoCE v2 RDMA device whose centre is memory registration.
 //!
-//! This is the module root. It owns the module's lifetime and nothing else:
-//! every concern (device, net, keys, MRs, ...) lives in a file of its own.
+//! This is the module root: it registers the `oxe` rdma link type and the
+//! netdev notifier, and on unload removes every oxe device. Each concern has a
+//! file of its own: `device.rs` (attributes, creation), `mr.rs` (memory
+//! registration), `keys.rs` (lkey/rkey table), `net.rs` (UDP port 4791),
+//! `counters.rs`; `ib/` is the only code that touches C.
 
 use kernel::prelude::*;
+
+mod bindings;
+mod counters;
+mod device;
+mod ib;
+mod keys;
+mod mr;
+mod net;
+#[path = "core/src/lib.rs"]
+pub mod oxe_core;
 
 module! {
     type: OxeModule,
@@ -13,19 +26,29 @@ module! {
     authors: ["The oxe developers"],
     description: "Software RoCE v2 RDMA device with complete memory registration",
     license: "GPL",
+    alias: ["rdma-link-oxe"],
 }
 
-struct OxeModule;
+struct OxeModule {
+    _link: ib::link::LinkOps,
+    _notifier: ib::netdev::Notifier,
+}
 
 impl kernel::Module for OxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        net::init();
+        let notifier = ib::netdev::Notifier::register()?;
+        let link = ib::link::LinkOps::register()?;
         pr_info!("loaded\n");
-        Ok(OxeModule)
+        Ok(OxeModule { _link: link, _notifier: notifier })
     }
 }
 
 impl Drop for OxeModule {
     fn drop(&mut self) {
+        // The link type goes first (no new devices), then every device; the
+        // notifier is dropped after this, when no device is left to notify.
+        ib::device::unregister_all();
         pr_info!("unloaded\n");
     }
 }

@@ -16,7 +16,7 @@ BINDGEN_VERSION=0.73.2
 VIRTME_NG_VERSION=1.42
 TOOLS=$OXE_CACHE/tools
 VENV=$OXE_CACHE/venv
-export PATH=$TOOLS/bin:$PATH
+export PATH=$TOOLS/bin:$VENV/bin:$PATH
 KMAKE=(make LLVM=$KLLVM RUSTC=$KRUSTC BINDGEN=$TOOLS/bin/bindgen)
 
 # Kernel source: the 7.3 series from Debian trixie-backports.

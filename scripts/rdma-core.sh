@@ -22,7 +22,7 @@ fetch_sdist() {
 series() {
     local p=$OXE_TOP/rdma-core-patches
     if [ -f "$p/series" ]; then
-        grep -v -e '^#' -e '^$' "$p/series" | sed "s|^|$p/|"
+        { grep -v -e '^#' -e '^$' "$p/series" || true; } | sed "s|^|$p/|"
     else
         ls "$p"/*.patch 2>/dev/null | sort
     fi

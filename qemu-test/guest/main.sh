@@ -13,25 +13,42 @@ case $mode in
 run)
     net_setup
     load_rxe rxe0 veth0
+    say "rdma link add oxe0 type oxe netdev veth0   (loads oxe.ko through its rdma-link alias)"
+    rdma link add oxe0 type oxe netdev veth0
     say "RDMA devices in this guest"
     rdma link show
     ibv_devices
-    ibv_devinfo -d rxe0 | grep -E 'hca_id|transport|state|active_mtu|link_layer'
-    say "RoCE v2 GIDs of rxe0"
-    for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
-        i=${g##*/}
-        t=$(cat "/sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$i" 2>/dev/null) || continue
-        echo "  gid[$i] $(cat "$g") $t"
+    for d in oxe0 rxe0; do
+        ibv_devinfo -d $d | grep -E 'hca_id|transport|fw_ver|vendor_id|state|active_mtu|link_layer'
+        say "RoCE v2 GIDs of $d"
+        for g in /sys/class/infiniband/$d/ports/1/gids/*; do
+            i=${g##*/}
+            t=$(cat "/sys/class/infiniband/$d/ports/1/gid_attrs/types/$i" 2>/dev/null) || continue
+            echo "  gid[$i] $(cat "$g") $t"
+        done
     done
+    say "An MR on oxe0, held by a process: rdma resource show mr, and the device counters"
+    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python python3 "$GUEST/hold_mr.py" oxe0 2>&1; }
+    read -r -t 60 line <&"${HOLD[0]}" && echo "registered: $line"
+    rdma resource show mr dev oxe0 -dd
+    grep -H . /sys/class/infiniband/oxe0/hw_counters/*
+    exec {HOLD[1]}>&-
+    wait
+    say "after dereg"
+    grep -H . /sys/class/infiniband/oxe0/hw_counters/{mr_active,pages_pinned}
     dmesg_check run || FAILED+=(run)
     ;;
 test)
     run_suite module_load suite_module_load
+    # The selftests build their own topology (veth0/veth1 included): run them first.
+    run_suite kselftest_rxe suite_kselftest_rdma rxe
+    run_suite kselftest_oxe suite_kselftest_rdma oxe
     net_setup
+    run_suite oxe_lifecycle suite_oxe_lifecycle
     load_rxe rxe0 veth0
     run_suite rdma_core_rxe0 suite_rdma_core rxe0 veth0 1
-    rdma link delete rxe0
-    run_suite kselftest_rxe suite_kselftest_rdma rxe
+    rdma link add oxe0 type oxe netdev veth0
+    run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     ;;
 *)
     echo "unknown mode $mode"

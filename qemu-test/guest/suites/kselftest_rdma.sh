@@ -1,13 +1,34 @@
 # Suite: the kernel's own Soft-RoCE selftests (tools/testing/selftests/rdma of the same
 # 7.3 tree), each script's verdict recorded and held to its ratchet.
+# The scripts are written for rxe: for oxe, run a copy with module, link type and
+# device names substituted (the kselftest helpers they source come along).
+selftest_dir() { # label
+    local src=$OXE_KDIR/tools/testing/selftests
+    if [ "$1" = rxe ]; then
+        echo "$src/rdma"
+        return
+    fi
+    local dst=/tmp/kselftest-$1
+    rm -rf "$dst" && mkdir -p "$dst/rdma" "$dst/kselftest"
+    cp "$src"/kselftest/ktap_helpers.sh "$dst/kselftest/"
+    cp "$src"/rdma/Makefile "$dst/rdma/"
+    local f
+    for f in "$src"/rdma/*.sh; do
+        sed -e "s/rdma_rxe/$1/g" -e "s/type rxe/type $1/g" -e "s/\brxe\([0-9]\)/$1\1/g" \
+            "$f" >"$dst/rdma/$(basename "$f")"
+    done
+    echo "$dst/rdma"
+}
+
 suite_kselftest_rdma() { # device-label
-    local label=$1 dir=$OXE_KDIR/tools/testing/selftests/rdma t0=$SECONDS
+    local label=$1 dir t0=$SECONDS
+    dir=$(selftest_dir "$label")
     local verdicts=$OXE_RESULTS/logs/kselftest-$label.verdicts.json
     local ran=0 ok=0 fail=0 skip=0 rc s
     echo '{' >"$verdicts.tmp"
     for s in $(sed -n 's/^TEST_PROGS :=//; s/\\//; /\.sh/p' "$dir/Makefile" | xargs); do
         ran=$((ran + 1))
-        (cd "$dir" && timeout 180 bash "./$s") >"$OXE_RESULTS/logs/kselftest-$label-$s.log" 2>&1
+        (cd "$dir" && timeout 300 bash "./$s") >"$OXE_RESULTS/logs/kselftest-$label-$s.log" 2>&1
         rc=$?
         case $rc in
         0) v=ok ok=$((ok + 1)) ;;

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+
+//! The provider's own decisions, in safe Rust.
+//!
+//! Nearly all of a control-path verb is a kernel round trip made by
+//! rdma-core's `ibv_cmd_*` helpers. What the provider itself decides is
+//! small, and lives here so it can be unit tested on a host that has no oxe
+//! device: whether the kernel's reply to `alloc_context` is one this
+//! provider understands, which arguments a rereg sends, and how the
+//! firmware version reads.
+//!
+//! Errors are positive errno values (`c_int`), as libibverbs reports them;
+//! the ones this module picks itself come from [`oxe_core::Errno`], so the
+//! provider and the kernel module choose the same errno for the same
+//! mistake.
+
+use core::ffi::{c_char, c_int};
+
+use oxe_core::abi::{
+    OxeAllocUcontextResp, OXE_ABI_VERSION, OXE_UCTX_CAP_REREG_ACCESS, OXE_UCTX_CAP_REREG_PD,
+    OXE_UCTX_CAP_REREG_TRANS,
+};
+use oxe_core::rereg::ReregFlags;
+use oxe_core::Errno;
+
+use crate::sys;
+
+/// `EPROTO`: the kernel's reply is not in a form this provider speaks.
+/// (Linux value; not among oxe-core's errnos, which are the ones the kernel
+/// module itself returns.)
+pub(crate) const EPROTO: c_int = 71;
+
+/// What a context remembers from the kernel's `alloc_ucontext` reply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct UcontextInfo {
+    /// `OXE_UCTX_CAP_*` bits: what this kernel implements.
+    pub(crate) caps: u32,
+    /// Largest inline send the kernel accepts, in bytes.
+    pub(crate) max_inline: u32,
+}
+
+/// Checks the oxe part of the kernel's reply to `GET_CONTEXT`.
+///
+/// The device matched on its uverbs ABI version already (the match table's
+/// min and max are [`OXE_ABI_VERSION`]), but that number is per device in
+/// sysfs; the reply's `abi_version` is what the module that answered was
+/// built with, so a mismatch here means the two halves of oxe disagree on
+/// the layout of every later reply. A kernel that sent no driver data at
+/// all leaves the zeroed reply in place, which fails the same check.
+pub(crate) fn check_ucontext(resp: &OxeAllocUcontextResp) -> Result<UcontextInfo, c_int> {
+    if resp.abi_version != OXE_ABI_VERSION {
+        return Err(EPROTO);
+    }
+    Ok(UcontextInfo {
+        caps: resp.caps,
+        max_inline: resp.max_inline,
+    })
+}
+
+/// Length of `ibv_device_attr::fw_ver`, including its terminating NUL.
+pub(crate) const FW_VER_LEN: usize = 64;
+
+/// Renders the kernel's 64-bit firmware version for `ibv_device_attr`.
+///
+/// uverbs reports the version as a number (`ib_uverbs_query_device_resp::
+/// fw_ver`) and leaves its text form to the provider. oxe packs it the way
+/// rdma-core's tools expect from software devices: major in bits 47..32,
+/// minor in 31..16, sub-minor in 15..0, shown as `major.minor.sub`.
+pub(crate) fn fw_ver_string(raw: u64) -> [c_char; FW_VER_LEN] {
+    let text = format!(
+        "{}.{}.{}",
+        (raw >> 32) & 0xffff,
+        (raw >> 16) & 0xffff,
+        raw & 0xffff
+    );
+    let mut out = [0; FW_VER_LEN];
+    // At most 17 bytes ("65535.65535.65535"), so the last byte stays NUL;
+    // `take` keeps that true whatever the format above ever becomes.
+    for (dst, src) in out.iter_mut().zip(text.bytes().take(FW_VER_LEN - 1)) {
+        *dst = src as c_char;
+    }
+    out
+}
+
+/// What `rereg_mr` should ask the kernel for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReregRequest {
+    /// The validated `IBV_REREG_MR_*` bits.
+    pub(crate) flags: ReregFlags,
+    /// The I/O virtual address the region will have after a translation
+    /// change.
+    pub(crate) hca_va: u64,
+}
+
+// libibverbs' flag values (which `ibv_rereg_mr()` hands to the provider and
+// `ibv_cmd_rereg_mr()` forwards) and oxe-core's (which the kernel module
+// checks against) must be the same bits.
+const _: () = {
+    assert!(ReregFlags::TRANS == sys::IBV_REREG_MR_CHANGE_TRANSLATION);
+    assert!(ReregFlags::PD == sys::IBV_REREG_MR_CHANGE_PD);
+    assert!(ReregFlags::ACCESS == sys::IBV_REREG_MR_CHANGE_ACCESS);
+};
+
+/// Turns the arguments of the `rereg_mr` provider op into a kernel request.
+///
+/// libibverbs' `ibv_rereg_mr()` has already checked the flags against the
+/// ones it knows, that a translation change brings an address and a length,
+/// and that access flags come only with `IBV_REREG_MR_CHANGE_ACCESS`. Left
+/// to the provider:
+///
+/// * The flags are checked with oxe-core's [`ReregFlags::from_raw`], the
+///   check the kernel module makes, so a request refused here would have
+///   been refused there with the same errno.
+/// * `IBV_REREG_MR_CHANGE_PD` needs a PD to take the handle from, and
+///   libibverbs does not check that one was given: without this check a
+///   NULL `pd` would be dereferenced by `ibv_cmd_rereg_mr()`.
+/// * Each requested change must be one the kernel announced in its context
+///   capabilities (`caps`, `OXE_UCTX_CAP_REREG_*`); otherwise the answer is
+///   `EOPNOTSUPP` without a system call.
+/// * The new I/O virtual address. `ibv_rereg_mr()` has no iova argument, so,
+///   as for `ibv_reg_mr()`, a region whose translation changes is addressed
+///   by its new virtual address (`hca_va == addr`), even if it was first
+///   registered at another iova. The kernel ignores `hca_va` when the
+///   translation does not change.
+pub(crate) fn rereg_request(
+    flags: c_int,
+    addr: usize,
+    pd_given: bool,
+    caps: u32,
+) -> Result<ReregRequest, c_int> {
+    // A negative int has its top bit set, which is an undefined flag.
+    let raw = u32::try_from(flags).map_err(|_| Errno::EOPNOTSUPP.to_i32())?;
+    let flags = ReregFlags::from_raw(raw).map_err(Errno::to_i32)?;
+    if flags.pd() && !pd_given {
+        return Err(Errno::EINVAL.to_i32());
+    }
+    let needed = [
+        (flags.trans(), OXE_UCTX_CAP_REREG_TRANS),
+        (flags.pd(), OXE_UCTX_CAP_REREG_PD),
+        (flags.access(), OXE_UCTX_CAP_REREG_ACCESS),
+    ];
+    if needed
+        .iter()
+        .any(|&(requested, cap)| requested && caps & cap == 0)
+    {
+        return Err(Errno::EOPNOTSUPP.to_i32());
+    }
+    Ok(ReregRequest {
+        flags,
+        hca_va: addr as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(buf: &[c_char; FW_VER_LEN]) -> String {
+        let end = buf.iter().position(|&c| c == 0).expect("NUL-terminated");
+        buf[..end].iter().map(|&c| c as u8 as char).collect()
+    }
+
+    #[test]
+    fn fw_ver_fields() {
+        assert_eq!(text(&fw_ver_string(0)), "0.0.0");
+        assert_eq!(text(&fw_ver_string(0x0001_0002_0003)), "1.2.3");
+        assert_eq!(text(&fw_ver_string(u64::MAX)), "65535.65535.65535");
+        // Bits above 47 are not part of the version.
+        assert_eq!(text(&fw_ver_string(0xabcd_0000_0000_0000)), "0.0.0");
+    }
+
+    const TRANS: i32 = ReregFlags::TRANS as i32;
+    const PD: i32 = ReregFlags::PD as i32;
+    const ACCESS: i32 = ReregFlags::ACCESS as i32;
+    const ALL_CAPS: u32 =
+        OXE_UCTX_CAP_REREG_TRANS | OXE_UCTX_CAP_REREG_PD | OXE_UCTX_CAP_REREG_ACCESS;
+    const EINVAL: c_int = Errno::EINVAL.to_i32();
+    const EOPNOTSUPP: c_int = Errno::EOPNOTSUPP.to_i32();
+
+    #[test]
+    fn ucontext_reply_must_carry_our_abi_version() {
+        let good = OxeAllocUcontextResp {
+            abi_version: OXE_ABI_VERSION,
+            caps: ALL_CAPS,
+            max_inline: 128,
+            reserved: 0,
+        };
+        assert_eq!(
+            check_ucontext(&good),
+            Ok(UcontextInfo {
+                caps: ALL_CAPS,
+                max_inline: 128
+            })
+        );
+        // A kernel that wrote no driver data leaves the reply zeroed.
+        assert_eq!(
+            check_ucontext(&OxeAllocUcontextResp::default()),
+            Err(EPROTO)
+        );
+        let newer = OxeAllocUcontextResp {
+            abi_version: OXE_ABI_VERSION + 1,
+            ..good
+        };
+        assert_eq!(check_ucontext(&newer), Err(EPROTO));
+    }
+
+    #[test]
+    fn rereg_translation_uses_new_address_as_iova() {
+        let req = rereg_request(TRANS, 0x7000, false, ALL_CAPS).expect("valid");
+        assert!(req.flags.trans() && !req.flags.pd() && !req.flags.access());
+        assert_eq!(req.hca_va, 0x7000);
+    }
+
+    #[test]
+    fn rereg_all_three_flags() {
+        let req = rereg_request(TRANS | PD | ACCESS, 0x1000, true, ALL_CAPS).expect("valid");
+        assert_eq!(req.flags.bits(), ReregFlags::SUPPORTED);
+        assert!(req.flags.trans() && req.flags.pd() && req.flags.access());
+    }
+
+    #[test]
+    fn rereg_pd_change_needs_a_pd() {
+        assert_eq!(rereg_request(PD, 0, false, ALL_CAPS), Err(EINVAL));
+        assert!(rereg_request(PD, 0, true, ALL_CAPS).is_ok());
+        // Without CHANGE_PD the PD argument is not used.
+        assert!(rereg_request(ACCESS, 0, false, ALL_CAPS).is_ok());
+    }
+
+    #[test]
+    fn rereg_needs_the_kernel_capability() {
+        for (flag, cap) in [
+            (TRANS, OXE_UCTX_CAP_REREG_TRANS),
+            (PD, OXE_UCTX_CAP_REREG_PD),
+            (ACCESS, OXE_UCTX_CAP_REREG_ACCESS),
+        ] {
+            assert!(rereg_request(flag, 0x1000, true, cap).is_ok());
+            assert_eq!(
+                rereg_request(flag, 0x1000, true, ALL_CAPS & !cap),
+                Err(EOPNOTSUPP)
+            );
+        }
+        // One missing capability fails the whole request.
+        assert_eq!(
+            rereg_request(TRANS | ACCESS, 0x1000, true, OXE_UCTX_CAP_REREG_TRANS),
+            Err(EOPNOTSUPP)
+        );
+    }
+
+    #[test]
+    fn rereg_flags_checked_like_the_kernel() {
+        assert_eq!(rereg_request(0, 0, true, ALL_CAPS), Err(EINVAL));
+        assert_eq!(rereg_request(1 << 3, 0, true, ALL_CAPS), Err(EOPNOTSUPP));
+        assert_eq!(rereg_request(-1, 0, true, ALL_CAPS), Err(EOPNOTSUPP));
+    }
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/python3
+"""Holds a user context, a PD and a registered MR on DEV until stdin closes.
+
+Used by the lifecycle suite to remove the device (link delete, rmmod) while
+userspace still has live objects: prints "ready LKEY RKEY" once registered.
+"""
+import sys
+
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+import pyverbs.enums as e
+
+dev = sys.argv[1]
+ctx = Context(name=dev)
+pd = PD(ctx)
+mr = MR(pd, 1 << 20, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+print(f"ready {mr.lkey:#x} {mr.rkey:#x}", flush=True)
+sys.stdin.read()

@@ -1,0 +1,94 @@
+# Suite: an oxe device's life: created by `rdma link add` (module autoloaded),
+# port and GIDs following the netdev, removed by link delete, by netdev
+# unregistration and by rmmod, also while userspace holds an MR.
+
+port_state() { cat "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null; }
+udp_listening() { ss -Huln sport = :4791 | grep -q ':4791'; }
+fail() { echo "FAIL: $*"; return 1; }
+vm_pin_kb() { awk '/^VmPin:/ { print $2 }' "/proc/$1/status"; }
+
+# Starts hold_mr.py on $1 in the background; sets HOLD_PID and HOLD_IN (fd).
+hold_mr() {
+    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python python3 "$GUEST/hold_mr.py" "$1" 2>&1; }
+    HOLD_PID=$HOLD_PID
+    local line
+    read -r -t 60 line <&"${HOLD[0]}" || { echo "hold_mr.py did not start"; return 1; }
+    echo "holder: $line"
+    [[ $line == ready* ]]
+}
+
+release_mr() {
+    exec {HOLD[1]}>&-
+    wait "$HOLD_PID" 2>/dev/null
+    true
+}
+
+suite_oxe_lifecycle() {
+    modprobe -r oxe 2>/dev/null
+    rdma link add oxe0 type oxe netdev veth0 || fail "rdma link add" || return 1
+    grep -q '^oxe ' /proc/modules || fail "oxe was not autoloaded" || return 1
+    rdma link show oxe0/1
+    ibv_devinfo -d oxe0 | grep -E 'hca_id|state|link_layer|active_mtu'
+    ibv_devinfo -d oxe0 | grep -q 'PORT_ACTIVE' || fail "port not ACTIVE" || return 1
+    udp_listening || fail "UDP 4791 not listening" || return 1
+
+    # RoCE v2 GIDs from both address families.
+    local gids=/sys/class/infiniband/oxe0/ports/1
+    local v2=0 i
+    for i in $(ls "$gids/gid_attrs/types"); do
+        [ "$(cat "$gids/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] || continue
+        v2=$((v2 + 1))
+        echo "gid[$i] $(cat "$gids/gids/$i") RoCE v2"
+    done
+    [ $v2 -ge 2 ] || fail "expected RoCE v2 GIDs for IPv4 and IPv6, got $v2" || return 1
+    grep -q '0000:0000:0000:0000:0000:ffff:0a0b:0001' "$gids"/gids/* || fail "no IPv4 GID" || return 1
+    grep -q 'fd11:0000:0000:0000:0000:0000:0000:0001' "$gids"/gids/* || fail "no IPv6 GID" || return 1
+    # ... and following address changes.
+    ip addr add 10.11.0.9/24 dev veth0
+    sleep 1
+    grep -q '0000:0000:0000:0000:0000:ffff:0a0b:0009' "$gids"/gids/* || fail "new address gave no GID" || return 1
+    ip addr del 10.11.0.9/24 dev veth0
+    sleep 1
+    ! grep -q '0000:0000:0000:0000:0000:ffff:0a0b:0009' "$gids"/gids/* || fail "GID outlived its address" || return 1
+
+    # Port state follows the netdev.
+    ip link set veth0 down
+    sleep 1
+    [[ $(port_state oxe0) == *DOWN* ]] || fail "port $(port_state oxe0) with veth0 down" || return 1
+    ip link set veth0 up
+    sleep 2
+    [[ $(port_state oxe0) == *ACTIVE* ]] || fail "port $(port_state oxe0) with veth0 up" || return 1
+
+    # `rdma link delete` while a process holds an MR.
+    hold_mr oxe0 || return 1
+    local pin
+    pin=$(vm_pin_kb "$HOLD_PID")
+    [ "$pin" -ge 1024 ] || fail "holder has VmPin $pin kB, expected >= 1024" || return 1
+    rdma link delete oxe0 || fail "link delete with a live MR" || return 1
+    [ ! -e /sys/class/infiniband/oxe0 ] || fail "oxe0 still there" || return 1
+    udp_listening && { fail "UDP 4791 still listening after delete"; return 1; }
+    pin=$(vm_pin_kb "$HOLD_PID")
+    [ "$pin" = 0 ] || fail "pages still pinned after link delete: $pin kB" || return 1
+    release_mr
+
+    # rmmod while a process holds an MR: ib_core disassociates the context.
+    rdma link add oxe0 type oxe netdev veth0 || return 1
+    hold_mr oxe0 || return 1
+    modprobe -r oxe || fail "rmmod with a live MR" || return 1
+    pin=$(vm_pin_kb "$HOLD_PID")
+    [ "$pin" = 0 ] || fail "pages still pinned after rmmod: $pin kB" || return 1
+    release_mr
+    grep -q '^oxe ' /proc/modules && { fail "oxe still loaded"; return 1; }
+
+    # Unregistering the netdev removes the device.
+    ip link add oxedummy0 type dummy
+    ip link set oxedummy0 up
+    rdma link add oxe9 type oxe netdev oxedummy0 || return 1
+    # A second device on the same netdev is refused.
+    rdma link add oxe8 type oxe netdev oxedummy0 2>/dev/null && { fail "two devices on one netdev"; return 1; }
+    ip link del oxedummy0
+    sleep 1
+    [ ! -e /sys/class/infiniband/oxe9 ] || fail "oxe9 survived its netdev" || return 1
+    modprobe -r oxe
+    echo "lifecycle ok"
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One oxe device: what it is made of, what it reports, and how it is created.
+
+use crate::counters::{dec, inc, Counters};
+use crate::ib::netdev::NetDev;
+use crate::ib::udata::UData;
+use crate::keys::KeyTable;
+use crate::net::PortSockets;
+use crate::oxe_core::abi::{self, OxeAllocUcontextResp};
+use crate::oxe_core::Key;
+use kernel::prelude::*;
+use kernel::str::CStr;
+use kernel::sync::Arc;
+
+use crate::bindings as b;
+
+/// Vendor id reported by query_device: 0xffffff, "no OUI", as soft devices use.
+const VENDOR_ID: u32 = 0x00ff_ffff;
+/// Part id: "ox" in ASCII.
+const VENDOR_PART_ID: u32 = 0x6f78;
+/// Firmware version major<<32 | minor<<16 | sub: the provider displays it that way.
+const FW_VERSION: u64 = 0x0001_0000;
+/// GID table entries per port; RoCE fills them from the netdev's addresses.
+const GID_TABLE_LEN: i32 = 1024;
+/// Largest MRs oxe tracks: every 24-bit key index but 0.
+const MAX_MR: u32 = Key::MAX_INDEX;
+const MAX_PD: u32 = 1 << 20;
+/// RoCE v2 headers around a packet's payload in the worst case (IPv6 40, UDP 8,
+/// BTH 12, RETH 16, ICRC 4), which the netdev MTU must also fit.
+const ROCE_OVERHEAD: u32 = 80;
+
+/// The state oxe keeps for one device. Field order is drop order: the sockets
+/// go before the netdev reference that keeps their namespace alive.
+pub(crate) struct OxeDevice {
+    _sockets: PortSockets,
+    pub(crate) keys: Pin<KBox<KeyTable>>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) netdev: NetDev,
+}
+
+/// `rdma link add NAME type oxe netdev DEV`.
+pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
+    if crate::ib::device::exists_on(&ndev) {
+        return Err(EEXIST);
+    }
+    let drv = KBox::new(
+        OxeDevice {
+            _sockets: PortSockets::get(&ndev)?,
+            keys: KeyTable::new()?,
+            counters: Arc::new(Counters::default(), GFP_KERNEL)?,
+            netdev: ndev,
+        },
+        GFP_KERNEL,
+    )?;
+    crate::ib::device::register(name, drv)
+}
+
+/// The largest IB MTU whose packets fit the netdev's MTU.
+fn ib_mtu_for(netdev_mtu: u32) -> b::ib_mtu {
+    let room = netdev_mtu.saturating_sub(ROCE_OVERHEAD);
+    match room {
+        4096.. => b::ib_mtu_IB_MTU_4096,
+        2048.. => b::ib_mtu_IB_MTU_2048,
+        1024.. => b::ib_mtu_IB_MTU_1024,
+        512.. => b::ib_mtu_IB_MTU_512,
+        _ => b::ib_mtu_IB_MTU_256,
+    }
+}
+
+impl OxeDevice {
+    /// Device attributes. Honest: only what is implemented is advertised; the
+    /// queue limits stay 0 until oxe has queues.
+    pub(crate) fn query_device(&self, attr: &mut b::ib_device_attr) {
+        *attr = Default::default();
+        attr.fw_ver = FW_VERSION;
+        attr.sys_image_guid = self.netdev.eui64();
+        attr.max_mr_size = u64::MAX;
+        attr.page_size_cap = !(kernel::page::PAGE_SIZE as u64 - 1);
+        attr.vendor_id = VENDOR_ID;
+        attr.vendor_part_id = VENDOR_PART_ID;
+        attr.max_mr = MAX_MR;
+        attr.max_pd = MAX_PD;
+        attr.max_pkeys = 1;
+        attr.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
+        attr.masked_atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
+        // `rdma link delete` may remove the device.
+        attr.kernel_cap_flags = b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+    }
+
+    /// Port attributes; the state follows the netdev (up and with carrier = ACTIVE).
+    pub(crate) fn query_port(&self, port: u32, attr: &mut b::ib_port_attr) -> Result {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        let up = self.netdev.is_up();
+        *attr = Default::default();
+        attr.state = if up { b::ib_port_state_IB_PORT_ACTIVE } else { b::ib_port_state_IB_PORT_DOWN };
+        attr.phys_state = if up {
+            b::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
+        } else {
+            b::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
+        } as u8;
+        attr.max_mtu = b::ib_mtu_IB_MTU_4096;
+        attr.active_mtu = ib_mtu_for(self.netdev.mtu());
+        attr.phys_mtu = 4096;
+        attr.gid_tbl_len = GID_TABLE_LEN;
+        attr.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+        attr.max_msg_sz = 1 << 31;
+        attr.pkey_tbl_len = 1;
+        attr.max_vl_num = 1;
+        attr.active_width = b::ib_port_width_IB_WIDTH_1X as u8;
+        attr.active_speed = b::ib_port_speed_IB_SPEED_SDR as u16;
+        Ok(())
+    }
+
+    pub(crate) fn alloc_ucontext(&self, udata: &UData) -> Result {
+        let resp = OxeAllocUcontextResp {
+            abi_version: abi::OXE_ABI_VERSION,
+            caps: abi::OXE_UCTX_CAP_REREG_TRANS | abi::OXE_UCTX_CAP_REREG_PD | abi::OXE_UCTX_CAP_REREG_ACCESS,
+            max_inline: 0,
+            reserved: 0,
+        };
+        udata.respond(&resp.to_bytes())?;
+        inc(&self.counters.ucontext_active);
+        Ok(())
+    }
+
+    pub(crate) fn dealloc_ucontext(&self) {
+        dec(&self.counters.ucontext_active);
+    }
+
+    pub(crate) fn alloc_pd(&self) {
+        inc(&self.counters.pd_active);
+    }
+
+    pub(crate) fn dealloc_pd(&self) {
+        dec(&self.counters.pd_active);
+    }
+}

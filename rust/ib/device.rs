@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ib_device that ib_core allocates for each oxe device, and its lifecycle:
+//! register on `rdma link add`, unregister on link delete, netdev removal or rmmod.
+
+use super::netdev::{NetDev, NetEvent};
+use crate::bindings as b;
+use crate::device::OxeDevice;
+use core::ptr::{self, NonNull};
+use kernel::prelude::*;
+use kernel::str::CStr;
+
+/// The memory ib_core allocates for an oxe device: ib_device first (ib_core
+/// requires it at offset 0), then oxe's own state.
+#[repr(C)]
+struct DevObj {
+    ib: b::ib_device,
+    /// `None` (all zero bytes, as ib_core hands the memory over) until
+    /// registration starts, and again once `dealloc_driver` has dropped it.
+    drv: Option<KBox<OxeDevice>>,
+}
+
+/// A handle to an oxe ib_device, as passed to callbacks.
+///
+/// # Invariants
+///
+/// `self.0` points to the `ib` field of a live `DevObj`. Handles exist only
+/// inside ib_core callbacks and registration, during which ib_core keeps the
+/// device allocated.
+#[derive(Clone, Copy)]
+pub(crate) struct IbDev(NonNull<b::ib_device>);
+
+// SAFETY: ib_device is shared by design; ib_core serializes what needs it.
+unsafe impl Send for IbDev {}
+// SAFETY: as above.
+unsafe impl Sync for IbDev {}
+
+impl IbDev {
+    /// # Safety
+    ///
+    /// `p` must be an oxe device (allocated by `register`) that stays allocated
+    /// while the handle is used.
+    pub(super) unsafe fn from_raw(p: *mut b::ib_device) -> Option<Self> {
+        NonNull::new(p).map(IbDev)
+    }
+
+    pub(super) fn as_ptr(self) -> *mut b::ib_device {
+        self.0.as_ptr()
+    }
+
+    /// oxe's state of this device; `ENODEV` outside registration..dealloc.
+    pub(super) fn drv<'a>(self) -> Result<&'a OxeDevice> {
+        let obj = self.0.as_ptr().cast::<DevObj>();
+        // SAFETY: a live DevObj (type invariant); `drv` only changes during
+        // registration and dealloc_driver, when no other callback runs.
+        unsafe { (*obj).drv.as_deref() }.ok_or(ENODEV)
+    }
+}
+
+/// Whether an oxe (or any RDMA_DRIVER_UNKNOWN) device already sits on `ndev`.
+pub(crate) fn exists_on(ndev: &NetDev) -> bool {
+    // SAFETY: the netdev is held (NetDev invariant).
+    let ib = unsafe { b::ib_device_get_by_netdev(ndev.as_ptr(), b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
+    if ib.is_null() {
+        return false;
+    }
+    // SAFETY: balances the reference ib_device_get_by_netdev took.
+    unsafe { b::ib_device_put(ib) };
+    true
+}
+
+/// Allocates, initializes and registers an ib_device named `name` for `drv`,
+/// on `drv.netdev`.
+pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
+    let ndev: *const NetDev = &drv.netdev;
+    // SAFETY: `drv` is moved into the ib_device below and lives until
+    // dealloc_driver, which cannot run before this function returns.
+    let ndev = unsafe { &*ndev };
+    // SAFETY: the netdev is held (NetDev invariant).
+    let net = unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) };
+    // SAFETY: the size covers DevObj, whose first field is the ib_device; the
+    // device is created in the netdev's namespace.
+    let raw = unsafe { b::_ib_alloc_device(core::mem::size_of::<DevObj>(), net) };
+    let ib = NonNull::new(raw).ok_or(ENOMEM)?;
+    let obj = ib.as_ptr().cast::<DevObj>();
+    // SAFETY: fresh zeroed memory of DevObj's size; `write` does not drop the
+    // all-zero `None` it replaces.
+    unsafe { ptr::addr_of_mut!((*obj).drv).write(Some(drv)) };
+
+    // SAFETY: nobody else sees the device before ib_register_device.
+    let dev = unsafe { &mut *ib.as_ptr() };
+    dev.node_type = b::RDMA_NODE_IB_CA as _;
+    dev.phys_port_cnt = 1;
+    dev.num_comp_vectors = 1;
+    dev.local_dma_lkey = 0;
+    dev.node_guid = ndev.eui64();
+    for (d, s) in dev.node_desc.iter_mut().zip(b"oxe\0") {
+        *d = *s as _;
+    }
+    let ops = super::verbs::device_ops();
+    // SAFETY: `ib_set_device_ops` copies the table; `ops` may die afterwards.
+    unsafe { b::ib_set_device_ops(ib.as_ptr(), &ops) };
+
+    // SAFETY: the netdev is held; ib_core takes its own reference for port 1.
+    let mut ret = unsafe { b::ib_device_set_netdev(ib.as_ptr(), ndev.as_ptr(), 1) };
+    if ret == 0 {
+        // SAFETY: a fully initialized device; a null DMA device marks it as
+        // virtual, so ib_umem never DMA-maps user pages for it.
+        ret = unsafe { b::ib_register_device(ib.as_ptr(), name.as_char_ptr(), ptr::null_mut()) };
+    }
+    if ret != 0 {
+        // SAFETY: registration failed, so the device is still ours to free;
+        // ib_dealloc_device calls dealloc_driver, which drops `drv`.
+        unsafe { b::ib_dealloc_device(ib.as_ptr()) };
+        return Err(Error::from_errno(ret));
+    }
+    Ok(())
+}
+
+/// ops.dealloc_driver: the last callback; oxe's state goes here.
+pub(super) unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
+    let obj = ib.cast::<DevObj>();
+    // SAFETY: ib_core calls this once, after every other callback has finished.
+    drop(unsafe { (*obj).drv.take() });
+}
+
+/// Unregisters every oxe device; returns once all are gone (also those whose
+/// unregistration was queued by a netdev event). For module unload.
+pub(crate) fn unregister_all() {
+    // oxe is out of tree and has no driver id of its own, so it registers as
+    // RDMA_DRIVER_UNKNOWN, which no in-tree driver uses.
+    // SAFETY: plain call; it fences all queued unregistrations.
+    unsafe { b::ib_unregister_driver(b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
+}
+
+/// Finds the oxe device on `ndev`, if any, and lets the driver react to `ev`.
+pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
+    // SAFETY: the notifier runs with a live `ndev`.
+    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
+    let Some(ib) = NonNull::new(ib) else { return };
+    // Another driver might also use RDMA_DRIVER_UNKNOWN: ours are owned by this module.
+    // SAFETY: ib_device_get_by_netdev returned a reference we hold.
+    let owner = unsafe { (*ib.as_ptr()).ops.owner };
+    let ours = core::ptr::eq(owner, <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr());
+    if ours {
+        let dev = IbDev(ib);
+        match ev {
+            NetEvent::Unregister => {
+                // Queued: the notifier holds RTNL, which unregistration may need.
+                // SAFETY: we hold a reference for the call.
+                unsafe { b::ib_unregister_device_queued(ib.as_ptr()) };
+            }
+            _ => {
+                if let Ok(drv) = dev.drv() {
+                    if ev == NetEvent::LinkChange {
+                        let event = if drv.netdev.is_up() {
+                            b::ib_event_type_IB_EVENT_PORT_ACTIVE
+                        } else {
+                            b::ib_event_type_IB_EVENT_PORT_ERR
+                        };
+                        dispatch_port_event(dev, event);
+                    }
+                }
+            }
+        }
+    }
+    // SAFETY: balances ib_device_get_by_netdev.
+    unsafe { b::ib_device_put(ib.as_ptr()) };
+}
+
+fn dispatch_port_event(dev: IbDev, event: b::ib_event_type) {
+    // SAFETY: a live device (IbDev invariant); the shim builds the event.
+    unsafe { b::oxe_shim_dispatch_port_event(dev.as_ptr(), 1, event) };
+}

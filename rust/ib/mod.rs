@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The thin layer between ib_core's C interface and oxe's safe driver logic.
+//!
+//! Every `unsafe` block in oxe lives in this directory. Each file wraps one C
+//! concept in a typed handle whose invariants are written down, and turns C
+//! callbacks into calls of safe functions in the driver files (`device.rs`,
+//! `mr.rs`, ...), which never see a raw pointer.
+
+pub(crate) mod device;
+pub(crate) mod error;
+pub(crate) mod link;
+pub(crate) mod mr;
+pub(crate) mod netdev;
+pub(crate) mod objects;
+pub(crate) mod stats;
+pub(crate) mod udata;
+pub(crate) mod udp;
+pub(crate) mod umem;
+pub(crate) mod verbs;
+
+/// A random 32-bit value from the kernel's CRNG (for unpredictable keys).
+pub(crate) fn random_u32() -> u32 {
+    // SAFETY: get_random_u32 has no preconditions.
+    unsafe { crate::bindings::get_random_u32() }
+}

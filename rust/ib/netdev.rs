@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The net_device under an oxe device, and the netdev event notifier.
+
+use crate::bindings as b;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+/// A counted reference to a net_device.
+///
+/// # Invariants
+///
+/// `self.0` points to a net_device on which this handle holds a `dev_hold`
+/// reference, released on drop; the device cannot be freed while it exists.
+pub(crate) struct NetDev(NonNull<b::net_device>);
+
+// SAFETY: a held net_device may be used from any thread; its fields we read
+// are read with the same (lack of) locking the rest of the stack uses.
+unsafe impl Send for NetDev {}
+// SAFETY: as above; `&NetDev` only gives read access.
+unsafe impl Sync for NetDev {}
+
+impl NetDev {
+    /// Takes a reference on `ndev`.
+    ///
+    /// # Safety
+    ///
+    /// `ndev` must point to a live net_device for the duration of the call.
+    pub(super) unsafe fn hold(ndev: *mut b::net_device) -> Option<Self> {
+        let p = NonNull::new(ndev)?;
+        // SAFETY: the caller guarantees `ndev` is live.
+        unsafe { b::oxe_shim_dev_hold(p.as_ptr()) };
+        // INVARIANT: we just took the reference.
+        Some(NetDev(p))
+    }
+
+    pub(super) fn as_ptr(&self) -> *mut b::net_device {
+        self.0.as_ptr()
+    }
+
+    /// Whether the netdev is administratively up and has carrier: the port's ACTIVE.
+    pub(crate) fn is_up(&self) -> bool {
+        // SAFETY: the reference keeps the device alive (type invariant).
+        unsafe { b::oxe_shim_netif_running(self.as_ptr()) && b::oxe_shim_netif_carrier_ok(self.as_ptr()) }
+    }
+
+    /// The netdev's MTU in bytes.
+    pub(crate) fn mtu(&self) -> u32 {
+        // SAFETY: the reference keeps the device alive (type invariant).
+        unsafe { b::oxe_shim_netdev_mtu(self.as_ptr()) }
+    }
+
+    /// An EUI-64 built from the MAC, for node/system GUIDs.
+    pub(crate) fn eui64(&self) -> u64 {
+        let mut guid: b::__be64 = 0;
+        // SAFETY: the device is alive (type invariant); `guid` is a valid out pointer.
+        unsafe { b::oxe_shim_node_guid_from_mac(self.as_ptr(), &mut guid) };
+        guid
+    }
+}
+
+impl Drop for NetDev {
+    fn drop(&mut self) {
+        // SAFETY: balances the dev_hold taken in `hold` (type invariant).
+        unsafe { b::oxe_shim_dev_put(self.as_ptr()) };
+    }
+}
+
+/// What a netdev event means for an oxe device on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NetEvent {
+    /// The netdev is going away: the oxe device must go with it.
+    Unregister,
+    /// Up/down/carrier changed: the port state may have changed.
+    LinkChange,
+    /// The MTU changed.
+    MtuChange,
+}
+
+/// A registered netdevice notifier that forwards events to `crate::device::netdev_event`.
+///
+/// # Invariants
+///
+/// `nb` is registered with the netdev notifier chain for as long as this exists.
+pub(crate) struct Notifier {
+    nb: Pin<KBox<NotifierBlock>>,
+}
+
+#[repr(transparent)]
+struct NotifierBlock(core::cell::UnsafeCell<b::notifier_block>);
+
+// SAFETY: the notifier chain serializes use of the block; we never touch it after registration.
+unsafe impl Send for NotifierBlock {}
+// SAFETY: as above.
+unsafe impl Sync for NotifierBlock {}
+
+unsafe extern "C" fn notifier_call(
+    _nb: *mut b::notifier_block,
+    event: kernel::ffi::c_ulong,
+    ptr: *mut kernel::ffi::c_void,
+) -> kernel::ffi::c_int {
+    let ev = match event as u32 {
+        b::netdev_cmd_NETDEV_UNREGISTER => NetEvent::Unregister,
+        b::netdev_cmd_NETDEV_UP | b::netdev_cmd_NETDEV_DOWN | b::netdev_cmd_NETDEV_CHANGE => NetEvent::LinkChange,
+        b::netdev_cmd_NETDEV_CHANGEMTU => NetEvent::MtuChange,
+        _ => return b::NOTIFY_DONE as i32,
+    };
+    // SAFETY: for these events `ptr` is a netdev_notifier_info.
+    let ndev = unsafe { b::oxe_shim_netdev_notifier_info_to_dev(ptr) };
+    super::device::netdev_event(ndev, ev);
+    b::NOTIFY_DONE as i32
+}
+
+impl Notifier {
+    pub(crate) fn register() -> Result<Self> {
+        let mut block: b::notifier_block = Default::default();
+        block.notifier_call = Some(notifier_call);
+        let nb = KBox::pin(NotifierBlock(core::cell::UnsafeCell::new(block)), GFP_KERNEL)?;
+        // SAFETY: the block is pinned in a heap allocation that outlives the registration.
+        let ret = unsafe { b::register_netdevice_notifier(nb.0.get()) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: registered above.
+        Ok(Notifier { nb })
+    }
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        // SAFETY: registered for our lifetime (type invariant).
+        unsafe { b::unregister_netdevice_notifier(self.nb.0.get()) };
+    }
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RoCE v2 UDP socket (port 4791) of one network namespace.
+
+use crate::bindings as b;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+/// A network namespace, by identity. Only compared, never dereferenced by Rust.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NetNs(*mut b::net);
+
+// SAFETY: used only as an identity and passed back to C while a netdev of that
+// namespace is held, which keeps the namespace alive.
+unsafe impl Send for NetNs {}
+// SAFETY: as above.
+unsafe impl Sync for NetNs {}
+
+impl NetNs {
+    /// The namespace `ndev` lives in.
+    pub(crate) fn of(ndev: &super::netdev::NetDev) -> Self {
+        // SAFETY: the held netdev is alive (NetDev invariant).
+        NetNs(unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) })
+    }
+}
+
+/// A UDP tunnel socket bound to port 4791.
+///
+/// # Invariants
+///
+/// `self.0` is a kernel socket created by `udp_sock_create*` and not yet released.
+pub(crate) struct UdpSocket(NonNull<b::socket>);
+
+// SAFETY: kernel sockets are internally locked; we only release it.
+unsafe impl Send for UdpSocket {}
+// SAFETY: as above.
+unsafe impl Sync for UdpSocket {}
+
+unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> kernel::ffi::c_int {
+    // Returning 0 tells UDP the packet was consumed. Until oxe has a data
+    // path every RoCE datagram is dropped here.
+    // SAFETY: UDP hands us ownership of `skb`.
+    unsafe { b::oxe_shim_consume_skb(skb) };
+    0
+}
+
+impl UdpSocket {
+    /// Opens port 4791 in `ns` (IPv4, or IPv6-only when `ipv6`).
+    pub(crate) fn open(ns: NetNs, ipv6: bool) -> Result<Self> {
+        let mut sock: *mut b::socket = core::ptr::null_mut();
+        // SAFETY: `ns` is alive (NetNs invariant); `sock` is a valid out pointer.
+        let ret = unsafe { b::oxe_shim_udp_tunnel_open(ns.0, ipv6, &mut sock, Some(encap_rcv)) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: created just above.
+        NonNull::new(sock).map(UdpSocket).ok_or(ENOMEM)
+    }
+}
+
+impl Drop for UdpSocket {
+    fn drop(&mut self) {
+        // SAFETY: created by udp_sock_create* and released exactly once (type invariant).
+        unsafe { b::oxe_shim_udp_tunnel_close(self.0.as_ptr()) };
+    }
+}

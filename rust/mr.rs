@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions: registration, rereg and deregistration of user memory.
+//!
+//! The rules (IBTA 10.6 and the kernel's ib_check_mr_access) live in
+//! `oxe_core::access`/`oxe_core::rereg`; this file applies them to pinned pages.
+
+use crate::counters::{dec, inc, Counters};
+use crate::device::OxeDevice;
+use crate::ib::device::IbDev;
+use crate::ib::error::from_core;
+use crate::ib::objects::PdId;
+use crate::ib::umem::Umem;
+use crate::oxe_core::abi::OxeRegMrResp;
+use crate::oxe_core::key::Key;
+use crate::oxe_core::rereg::{self, ReregFlags};
+use crate::oxe_core::{Access, Range};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
+use kernel::prelude::*;
+use kernel::sync::{Arc, Mutex};
+
+/// Access flags oxe implements for MRs. No ON_DEMAND, ZERO_BASED or FLUSH yet:
+/// asking for them is EOPNOTSUPP rather than a silent downgrade.
+pub(crate) const SUPPORTED_ACCESS: u32 = Access::LOCAL_WRITE.bits()
+    | Access::REMOTE_WRITE.bits()
+    | Access::REMOTE_READ.bits()
+    | Access::REMOTE_ATOMIC.bits()
+    | Access::MW_BIND.bits()
+    | Access::RELAXED_ORDERING.bits();
+
+/// One memory region.
+#[pin_data]
+pub(crate) struct Mr {
+    /// The current lkey (rkey is the same key, or 0 without remote rights).
+    key: AtomicU32,
+    /// Memory windows bound to this MR; dereg waits for none.
+    mw_binds: AtomicU32,
+    #[pin]
+    state: Mutex<MrState>,
+}
+
+struct MrState {
+    access: Access,
+    /// The address range remote and local accesses use (iova, length).
+    range: Range,
+    /// The user virtual address the pages were pinned from.
+    start: u64,
+    pd: PdId,
+    pages: Pinned,
+}
+
+/// Pinned pages and their share of the device's `pages_pinned` gauge.
+struct Pinned {
+    umem: Umem,
+    npages: u64,
+    counters: Arc<Counters>,
+}
+
+impl Pinned {
+    fn pin(dev: IbDev, counters: &Arc<Counters>, start: u64, len: u64, access: Access) -> Result<Self> {
+        let umem = Umem::pin(dev, start, len, access.bits()).inspect_err(|_| inc(&counters.pin_failures))?;
+        let npages = umem.page_count() as u64;
+        counters.pages_pinned.fetch_add(npages, Ordering::Relaxed);
+        Ok(Pinned { umem, npages, counters: counters.clone() })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.counters.pages_pinned.fetch_sub(self.npages, Ordering::Relaxed);
+    }
+}
+
+/// What ib_core and userspace learn about an MR after reg or rereg.
+pub(crate) struct MrKeys {
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+    pub(crate) page_size: u32,
+}
+
+impl MrKeys {
+    /// The driver-private part of the uverbs response.
+    pub(crate) fn resp(&self) -> [u8; OxeRegMrResp::SIZE] {
+        OxeRegMrResp { page_shift: PAGE_SHIFT as u32, reserved: 0 }.to_bytes()
+    }
+}
+
+/// A rereg request as uverbs passes it.
+pub(crate) struct Rereg {
+    pub(crate) flags: u32,
+    pub(crate) start: u64,
+    pub(crate) length: u64,
+    pub(crate) iova: u64,
+    pub(crate) access: u32,
+    pub(crate) pd: PdId,
+}
+
+/// An MR's internals, for `rdma resource show mr` and debugfs.
+pub(crate) struct MrInfo {
+    pub(crate) pages: u32,
+    pub(crate) page_size: u32,
+    pub(crate) pinned: bool,
+    pub(crate) pinned_writable: bool,
+    pub(crate) key_index: u32,
+    pub(crate) access: u32,
+}
+
+impl Mr {
+    pub(crate) fn lkey(&self) -> u32 {
+        self.key.load(Ordering::Acquire)
+    }
+
+    fn keys(&self, st: &MrState) -> MrKeys {
+        let lkey = self.lkey();
+        MrKeys {
+            lkey,
+            // IBTA: an rkey is only handed out when remote access is granted.
+            rkey: if st.access.grants_remote() { lkey } else { 0 },
+            iova: st.range.iova(),
+            length: st.range.len(),
+            page_size: PAGE_SIZE as u32,
+        }
+    }
+
+    pub(crate) fn info(&self) -> MrInfo {
+        let st = self.state.lock();
+        MrInfo {
+            pages: u32::try_from(st.pages.npages).unwrap_or(u32::MAX),
+            page_size: PAGE_SIZE as u32,
+            pinned: true,
+            pinned_writable: st.pages.umem.writable(),
+            key_index: Key::from_raw(self.lkey()).index(),
+            access: st.access.bits(),
+        }
+    }
+}
+
+/// ibv_reg_mr / ibv_reg_mr_iova: pin `[start, start+length)` and name it
+/// `[iova, iova+length)` for the device.
+pub(crate) fn reg_user(
+    drv: &OxeDevice,
+    dev: IbDev,
+    pd: PdId,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: u32,
+) -> Result<(Arc<Mr>, MrKeys)> {
+    let access = Access::validate_for_mr(access, SUPPORTED_ACCESS).map_err(from_core)?;
+    // Zero length and ranges that wrap past 2^64 are EINVAL, on both sides.
+    let range = Range::new(iova, length).map_err(from_core)?;
+    Range::new(start, length).map_err(from_core)?;
+    let pages = Pinned::pin(dev, &drv.counters, start, length, access)?;
+    let mr = Arc::pin_init(
+        pin_init!(Mr {
+            key: AtomicU32::new(0),
+            mw_binds: AtomicU32::new(0),
+            state <- kernel::new_mutex!(MrState { access, range, start, pd, pages }),
+        }),
+        GFP_KERNEL,
+    )?;
+    let key = drv.keys.insert(&mr)?;
+    mr.key.store(key.raw(), Ordering::Release);
+    inc(&drv.counters.mr_reg);
+    inc(&drv.counters.mr_active);
+    let keys = mr.keys(&mr.state.lock());
+    Ok((mr, keys))
+}
+
+/// ibv_rereg_mr, in place. Every check and the new pin happen before anything
+/// changes, so a failed rereg leaves the MR exactly as it was (and deregisterable).
+pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg) -> Result<MrKeys> {
+    let flags = ReregFlags::from_raw(req.flags).map_err(from_core)?;
+    let mut st = mr.state.lock();
+    let current = rereg::MrState { access: st.access, pinned_writable: st.pages.umem.writable() };
+    let plan = rereg::plan(flags, current, req.access, SUPPORTED_ACCESS).map_err(from_core)?;
+    let (start, range) = if flags.trans() {
+        let range = Range::new(req.iova, req.length).map_err(from_core)?;
+        Range::new(req.start, req.length).map_err(from_core)?;
+        (req.start, range)
+    } else {
+        (st.start, st.range)
+    };
+    // A new translation, or write rights over pages pinned read-only, needs a
+    // new pin: reusing a read-only pin for write access would let the device
+    // write into pages the process could only read (the 2026 upstream fix).
+    let new_pages = match plan.repin {
+        Some(_) => Some(Pinned::pin(dev, &drv.counters, start, range.len(), plan.new_access)?),
+        None => None,
+    };
+    // Commit: nothing below can fail.
+    st.access = plan.new_access;
+    st.start = start;
+    st.range = range;
+    if plan.change_pd {
+        st.pd = req.pd;
+    }
+    let old_pages = new_pages.map(|p| core::mem::replace(&mut st.pages, p));
+    if plan.rekey {
+        let key = Key::from_raw(mr.lkey()).rekeyed(crate::ib::random_u32());
+        mr.key.store(key.raw(), Ordering::Release);
+    }
+    let keys = mr.keys(&st);
+    drop(st);
+    // Unpin the old pages outside the MR lock.
+    drop(old_pages);
+    inc(&drv.counters.mr_rereg);
+    Ok(keys)
+}
+
+/// ibv_dereg_mr: refused while windows are bound (IBTA 10.6.7.2.1); otherwise the
+/// key stops resolving at once and the pages are unpinned when the last
+/// user lets go (immediately, when no data path holds the MR).
+pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
+    if mr.mw_binds.load(Ordering::Acquire) != 0 {
+        return Err(EBUSY);
+    }
+    drv.keys.remove(Key::from_raw(mr.lkey()).index());
+    inc(&drv.counters.mr_dereg);
+    dec(&drv.counters.mr_active);
+    Ok(())
+}
+
