@@ -72,6 +72,13 @@ test: module provider
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
 		echo "$$p passed, $$f failed"; [ $$f = 0 ]
 
+# Benchmarks (never timed tests): MR registration on oxe and rxe, same guest.
+bench: module provider
+	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -o build/mr_bench qemu-test/bench/mr_bench.c \
+		-I$$rc/build/include -L$$rc/build/lib -libverbs -Wl,-rpath,$$rc/build/lib
+	@qemu-test/vm.sh bench
+	@qemu-test/bench/report.py $(RESULTS)
+
 shell: module provider
 	@qemu-test/vm.sh shell
 

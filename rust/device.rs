@@ -3,6 +3,7 @@
 //! One oxe device: what it is made of, what it reports, and how it is created.
 
 use crate::counters::{dec, inc, Counters};
+use crate::ib::debugfs::Entry;
 use crate::ib::netdev::NetDev;
 use crate::ib::udata::UData;
 use crate::keys::KeyTable;
@@ -33,6 +34,8 @@ const ROCE_OVERHEAD: u32 = 80;
 /// The state oxe keeps for one device. Field order is drop order: the sockets
 /// go before the netdev reference that keeps their namespace alive.
 pub(crate) struct OxeDevice {
+    /// /sys/kernel/debug/oxe/<name>/, holding one file per MR.
+    pub(crate) debugfs: Option<Entry>,
     _sockets: PortSockets,
     pub(crate) keys: Pin<KBox<KeyTable>>,
     pub(crate) counters: Arc<Counters>,
@@ -46,6 +49,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
     }
     let drv = KBox::new(
         OxeDevice {
+            debugfs: crate::ib::debugfs::device_dir(name),
             _sockets: PortSockets::get(&ndev)?,
             keys: KeyTable::new()?,
             counters: Arc::new(Counters::default(), GFP_KERNEL)?,

@@ -138,6 +138,49 @@ impl Mr {
     }
 }
 
+/// Pages listed one by one in the debugfs view; the rest are summarized.
+const DESCRIBE_MAX_PAGES: usize = 4096;
+
+impl Mr {
+    /// The debugfs view: keys, rights, range and the page-by-page translation
+    /// (iova of each page → page frame number of the pinned page).
+    pub(crate) fn describe(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+        let st = self.state.lock();
+        let key = Key::from_raw(self.lkey());
+        let keys = self.keys(&st);
+        writeln!(w, "lkey     {:#010x} (index {}, variant {:#04x})", key.raw(), key.index(), key.variant())?;
+        writeln!(w, "rkey     {:#010x}", keys.rkey)?;
+        writeln!(w, "access   {:#x}", st.access.bits())?;
+        writeln!(w, "iova     {:#x}", st.range.iova())?;
+        writeln!(w, "length   {}", st.range.len())?;
+        writeln!(w, "start    {:#x}", st.start)?;
+        let pin = if st.pages.umem.writable() { "writable" } else { "read-only" };
+        writeln!(w, "pages    {} x {} B, pinned {}", st.pages.npages, PAGE_SIZE, pin)?;
+        writeln!(w, "page  iova                pfn")?;
+        let first = st.range.iova() & !(PAGE_SIZE as u64 - 1);
+        let shown = (st.pages.npages as usize).min(DESCRIBE_MAX_PAGES);
+        let mut buf = [0usize; 64];
+        let mut done = 0;
+        while done < shown {
+            let want = buf.len().min(shown - done);
+            let n = st.pages.umem.pfns(done, &mut buf[..want]);
+            if n == 0 {
+                break;
+            }
+            for (i, pfn) in buf[..n].iter().enumerate() {
+                let page = done + i;
+                let iova = first.wrapping_add((page as u64) << PAGE_SHIFT);
+                writeln!(w, "{page:<5} {iova:#018x}  {pfn:#x}")?;
+            }
+            done += n;
+        }
+        if (st.pages.npages as usize) > shown {
+            writeln!(w, "... {} more pages", st.pages.npages as usize - shown)?;
+        }
+        Ok(())
+    }
+}
+
 /// ibv_reg_mr / ibv_reg_mr_iova: pin `[start, start+length)` and name it
 /// `[iova, iova+length)` for the device.
 pub(crate) fn reg_user(

@@ -37,6 +37,7 @@ struct OxeModule {
 impl kernel::Module for OxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         net::init();
+        ib::debugfs::init_root();
         let notifier = ib::netdev::Notifier::register()?;
         let link = ib::link::LinkOps::register()?;
         pr_info!("loaded\n");
@@ -49,6 +50,7 @@ impl Drop for OxeModule {
         // The link type goes first (no new devices), then every device; the
         // notifier is dropped after this, when no device is left to notify.
         ib::device::unregister_all();
+        ib::debugfs::remove_root();
         pr_info!("unloaded\n");
     }
 }

@@ -41,8 +41,10 @@ run_suite() { # name function args...
     local name=$1
     shift
     say "suite $name"
-    local rc=0
-    "$@" || rc=$?
+    local rc
+    # Also into a log file: the host sees those while the guest still runs.
+    "$@" 2>&1 | tee "$OXE_RESULTS/logs/suite-$name.log"
+    rc=${PIPESTATUS[0]}
     dmesg_check "$name" || rc=1
     if [ $rc != 0 ]; then
         FAILED+=("$name")

@@ -32,7 +32,7 @@ run)
     read -r -t 60 line <&"${HOLD[0]}" && echo "registered: $line"
     rdma resource show mr dev oxe0 -dd
     grep -H . /sys/class/infiniband/oxe0/hw_counters/*
-    exec {HOLD[1]}>&-
+    eval "exec ${HOLD[1]}>&-"
     wait
     say "after dereg"
     grep -H . /sys/class/infiniband/oxe0/hw_counters/{mr_active,pages_pinned}
@@ -47,6 +47,22 @@ test)
     run_suite oxe_lifecycle suite_oxe_lifecycle
     load_rxe rxe0 veth0
     run_suite rdma_core_rxe0 suite_rdma_core rxe0 veth0 1
+    rdma link add oxe0 type oxe netdev veth0
+    run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
+    ;;
+bench)
+    # Same guest, same run, for both devices: only the ratios mean anything.
+    net_setup
+    load_rxe rxe0 veth0
+    rdma link add oxe0 type oxe netdev veth0
+    for d in oxe0 rxe0; do
+        run_suite "bench_mr_$d" "$OXE_TOP/build/mr_bench" "$d" "$OXE_RESULTS/bench-mr-$d.json"
+    done
+    ;;
+quick)
+    # The oxe suites alone, for iterating on the driver (qemu-test/vm.sh quick).
+    net_setup
+    run_suite oxe_lifecycle suite_oxe_lifecycle
     rdma link add oxe0 type oxe netdev veth0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     ;;

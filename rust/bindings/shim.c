@@ -7,7 +7,12 @@
 #include <rdma/uverbs_ioctl.h>
 #include <net/udp_tunnel.h>
 #include <rdma/rdma_netlink.h>
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
 #include "shim.h"
+
+/* Implemented in Rust (rust/ib/debugfs.rs): prints one MR's translation. */
+int oxe_rs_mr_show(struct seq_file *m, void *mr);
 
 struct net *oxe_shim_dev_net(const struct net_device *ndev)
 {
@@ -50,12 +55,12 @@ struct ib_umem *oxe_shim_ib_umem_get(struct ib_device *dev, u64 addr, size_t siz
 	return ib_umem_get_va(dev, addr, size, access);
 }
 
-size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long *pfns, size_t max)
+size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned long *pfns, size_t max)
 {
 	struct sg_page_iter it;
 	size_t n = 0;
 
-	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, skip) {
 		if (n == max)
 			break;
 		pfns[n++] = page_to_pfn(sg_page_iter_page(&it));
@@ -161,4 +166,31 @@ unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev)
 void oxe_shim_udp_tunnel_close(struct socket *sock)
 {
 	udp_tunnel_sock_release(sock->sk);
+}
+
+static int oxe_mr_show(struct seq_file *m, void *v)
+{
+	return oxe_rs_mr_show(m, m->private);
+}
+
+static int oxe_mr_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, oxe_mr_show, inode->i_private);
+}
+
+static const struct file_operations oxe_mr_fops = {
+	.owner = THIS_MODULE,
+	.open = oxe_mr_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+/*
+ * A read-only file showing @mr. debugfs_remove() waits for readers, so @mr
+ * only has to outlive the file.
+ */
+struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr)
+{
+	return debugfs_create_file(name, 0400, parent, mr, &oxe_mr_fops);
 }

@@ -20,7 +20,7 @@ void oxe_shim_dev_put(struct net_device *ndev);
 void oxe_shim_node_guid_from_mac(const struct net_device *ndev, __be64 *guid);
 struct ib_umem *oxe_shim_ib_umem_get(struct ib_device *dev, u64 addr, size_t size, int access);
 /* Page frame numbers of a umem's pages, in order; returns how many were written. */
-size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long *pfns, size_t max);
+size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned long *pfns, size_t max);
 bool oxe_shim_is_err(const void *ptr);
 long oxe_shim_ptr_err(const void *ptr);
 void *oxe_shim_err_ptr(long err);
@@ -37,5 +37,6 @@ int oxe_shim_udp_tunnel_open(struct net *net, bool ipv6, struct socket **sockp,
 void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event_type type);
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
+struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr);
 
 #endif

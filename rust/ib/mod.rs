@@ -7,6 +7,7 @@
 //! callbacks into calls of safe functions in the driver files (`device.rs`,
 //! `mr.rs`, ...), which never see a raw pointer.
 
+pub(crate) mod debugfs;
 pub(crate) mod device;
 pub(crate) mod error;
 pub(crate) mod link;

@@ -2,22 +2,28 @@
 
 //! The ib_mr objects oxe allocates (ib_core leaves MR allocation to drivers).
 
+use super::debugfs::Entry;
 use crate::bindings as b;
 use crate::mr::{Mr, MrKeys};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 /// An MR as ib_core sees it (the `ib_mr`) plus oxe's shared MR state.
+/// Field order is drop order: the debugfs file (which points at the MR) goes first.
 #[repr(C)]
 struct MrObj {
     ib: b::ib_mr,
+    debugfs: Option<Entry>,
     mr: Arc<Mr>,
 }
 
 /// Allocates the ib_mr for a new MR; ownership passes to ib_core until `free`.
-pub(super) fn alloc(mr: Arc<Mr>, keys: &MrKeys) -> Result<*mut b::ib_mr> {
-    let mut obj = KBox::new(MrObj { ib: Default::default(), mr }, GFP_KERNEL)?;
+pub(super) fn alloc(mr: Arc<Mr>, keys: &MrKeys, dir: Option<&Entry>) -> Result<*mut b::ib_mr> {
+    let mut obj = KBox::new(MrObj { ib: Default::default(), debugfs: None, mr }, GFP_KERNEL)?;
     publish(&mut obj.ib, keys);
+    let index = crate::oxe_core::Key::from_raw(keys.lkey).index();
+    // The file may point at the MR: `obj` keeps it alive and drops the file first.
+    obj.debugfs = dir.and_then(|d| Entry::mr_file(d, index, &obj.mr));
     Ok(KBox::into_raw(obj).cast::<b::ib_mr>())
 }
 

@@ -52,6 +52,13 @@ impl Umem {
         crate::oxe_core::range::pages_spanned(u.address as u64, u.length as u64, kernel::page::PAGE_SHIFT as u32)
             .map_or(0, |n| n as usize)
     }
+
+    /// Page frame numbers of the pinned pages from page `skip` on, in address
+    /// order, into `out`; returns how many were written.
+    pub(crate) fn pfns(&self, skip: usize, out: &mut [usize]) -> usize {
+        // SAFETY: the umem is live; `out` is valid for `out.len()` entries.
+        unsafe { b::oxe_shim_umem_pfns(self.umem.as_ptr(), skip, out.as_mut_ptr().cast(), out.len()) }
+    }
 }
 
 impl Drop for Umem {

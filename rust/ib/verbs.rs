@@ -169,7 +169,7 @@ unsafe extern "C" fn reg_user_mr(
         let (mr, keys) = crate::mr::reg_user(drv, dev, PdId::of(pd), start, length, iova, access as u32)?;
         // SAFETY: the call's udata.
         unsafe { UData::new(udata) }.respond(&keys.resp())?;
-        super::mr::alloc(mr, &keys)
+        super::mr::alloc(mr, &keys, drv.debugfs.as_ref())
     })();
     r.unwrap_or_else(err_ptr)
 }

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * mr_bench: memory-registration latency on one device.
+ *
+ *   mr_bench DEV OUT.json
+ *
+ * For each size, on a buffer that is mmap'd and touched beforehand (so page
+ * faults are not measured), times ibv_reg_mr + ibv_dereg_mr; then times an
+ * access-only ibv_rereg_mr against the dereg + reg it replaces. Reports the
+ * median of several runs in microseconds. Run it on oxe and rxe in the same
+ * guest: only the ratio between them means anything under TCG.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static struct ibv_context *open_dev(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+/* Fewer runs for big sizes: under TCG a 1 GiB pin takes seconds. */
+static int runs_for(size_t size)
+{
+	return size >= (1UL << 30) ? 3 : size >= (64UL << 20) ? 5 : 50;
+}
+
+int main(int argc, char **argv)
+{
+	const size_t sizes[] = { 4096, 64UL << 10, 2UL << 20, 64UL << 20, 1UL << 30 };
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	const int rr = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	FILE *out;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s DEV OUT.json\n", argv[0]);
+		return 2;
+	}
+	ctx = open_dev(argv[1]);
+	if (!ctx) {
+		fprintf(stderr, "cannot open %s\n", argv[1]);
+		return 1;
+	}
+	pd = ibv_alloc_pd(ctx);
+	out = fopen(argv[2], "w");
+	if (!pd || !out)
+		return 1;
+	fprintf(out, "{\"device\": \"%s\", \"reg_dereg_us\": {", argv[1]);
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t size = sizes[s];
+		int runs = runs_for(size);
+		double t[64];
+		char *buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+		if (buf == MAP_FAILED)
+			return 1;
+		memset(buf, 1, size);
+		for (int i = 0; i < runs; i++) {
+			double t0 = now_us();
+			struct ibv_mr *mr = ibv_reg_mr(pd, buf, size, rw);
+
+			if (!mr || ibv_dereg_mr(mr)) {
+				fprintf(stderr, "reg/dereg %zu: %s\n", size, strerror(errno));
+				return 1;
+			}
+			t[i] = now_us() - t0;
+		}
+		fprintf(out, "%s\"%zu\": %.1f", s ? ", " : "", size, median(t, runs));
+		printf("%s reg+dereg %10zu B: %12.1f us\n", argv[1], size, median(t, runs));
+		fflush(stdout);
+		munmap(buf, size);
+	}
+	fprintf(out, "}");
+
+	/* Access change on a 2 MiB MR: in place (rereg) against dereg + reg. */
+	{
+		size_t size = 2UL << 20;
+		int runs = 50;
+		double rereg[64], rereg_med, full[64], full_med;
+		char *buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		struct ibv_mr *mr;
+		int rc = 0;
+
+		memset(buf, 1, size);
+		mr = ibv_reg_mr(pd, buf, size, rw);
+		for (int i = 0; mr && i < runs; i++) {
+			double t0 = now_us();
+
+			rc = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, i % 2 ? rw : rr);
+			rereg[i] = now_us() - t0;
+			if (rc)
+				break;
+		}
+		if (rc)
+			fprintf(stderr, "rereg: %s\n", strerror(rc));
+		for (int i = 0; mr && i < runs; i++) {
+			double t0 = now_us();
+
+			ibv_dereg_mr(mr);
+			mr = ibv_reg_mr(pd, buf, size, i % 2 ? rw : rr);
+			full[i] = now_us() - t0;
+		}
+		if (mr)
+			ibv_dereg_mr(mr);
+		rereg_med = rc ? -1 : median(rereg, runs);
+		full_med = median(full, runs);
+		fprintf(out, ", \"rereg_access_us\": %.1f, \"dereg_reg_us\": %.1f", rereg_med, full_med);
+		printf("%s rereg access 2 MiB: %.1f us (dereg+reg %.1f us)\n", argv[1], rereg_med, full_med);
+	}
+	fprintf(out, "}\n");
+	fclose(out);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}
