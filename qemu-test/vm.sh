@@ -52,10 +52,22 @@ vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
 fi
-rm -f "$results/.guest-status"
+rm -f "$results/.guest-status" "$results/guest-checks.txt"
 # The guest writes its verdict to a file: qemu's exit status does not carry the
 # command's through virtme-ng in every version.
 # Through a pipe: QEMU reopens its stdout and would truncate a redirected file.
 "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args bash $OXE_TOP/qemu-test/guest/main.sh $mode" </dev/null 2>&1 | cat
+# virtme-ng does not pass the guest's console through without a terminal: show
+# each suite's log here, whole for a failed suite.
+while read -r name verdict; do
+    if [ "$verdict" = fail ]; then
+        echo "=== suite $name FAILED; its log:"
+        cat "$results/logs/suite-$name.log" 2>/dev/null
+    else
+        echo "=== suite $name passed (log: build/results/logs/suite-$name.log)"
+        [ "$mode" = test ] || cat "$results/logs/suite-$name.log" 2>/dev/null
+    fi
+done <"$results/guest-checks.txt" 2>/dev/null
+[ -f "$results/summary.json" ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
 [ "$status" = ok ] || die "guest $mode failed: $status"

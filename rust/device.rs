@@ -99,7 +99,11 @@ impl OxeDevice {
         }
         let up = self.netdev.is_up();
         *attr = Default::default();
-        attr.state = if up { b::ib_port_state_IB_PORT_ACTIVE } else { b::ib_port_state_IB_PORT_DOWN };
+        attr.state = if up {
+            b::ib_port_state_IB_PORT_ACTIVE
+        } else {
+            b::ib_port_state_IB_PORT_DOWN
+        };
         attr.phys_state = if up {
             b::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
         } else {
@@ -121,7 +125,9 @@ impl OxeDevice {
     pub(crate) fn alloc_ucontext(&self, udata: &UData) -> Result {
         let resp = OxeAllocUcontextResp {
             abi_version: abi::OXE_ABI_VERSION,
-            caps: abi::OXE_UCTX_CAP_REREG_TRANS | abi::OXE_UCTX_CAP_REREG_PD | abi::OXE_UCTX_CAP_REREG_ACCESS,
+            caps: abi::OXE_UCTX_CAP_REREG_TRANS
+                | abi::OXE_UCTX_CAP_REREG_PD
+                | abi::OXE_UCTX_CAP_REREG_ACCESS,
             max_inline: 0,
             reserved: 0,
         };

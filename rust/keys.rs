@@ -52,11 +52,19 @@ impl KeyTable {
         for _ in 0..MAX_PROBES {
             let free = self.xa.lock().get(index as usize).is_none();
             if free {
-                let key = Key::new(index, next_variant(None, crate::ib::random_u32())).ok_or(EINVAL)?;
-                self.xa.lock().store(index as usize, mr.clone(), GFP_KERNEL).map_err(|e| e.error)?;
+                let key =
+                    Key::new(index, next_variant(None, crate::ib::random_u32())).ok_or(EINVAL)?;
+                self.xa
+                    .lock()
+                    .store(index as usize, mr.clone(), GFP_KERNEL)
+                    .map_err(|e| e.error)?;
                 return Ok(key);
             }
-            index = if index >= SOURCE.max_index() { SOURCE.min_index() } else { index + 1 };
+            index = if index >= SOURCE.max_index() {
+                SOURCE.min_index()
+            } else {
+                index + 1
+            };
         }
         Err(ENOSPC)
     }

@@ -58,17 +58,30 @@ struct Pinned {
 }
 
 impl Pinned {
-    fn pin(dev: IbDev, counters: &Arc<Counters>, start: u64, len: u64, access: Access) -> Result<Self> {
-        let umem = Umem::pin(dev, start, len, access.bits()).inspect_err(|_| inc(&counters.pin_failures))?;
+    fn pin(
+        dev: IbDev,
+        counters: &Arc<Counters>,
+        start: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Self> {
+        let umem = Umem::pin(dev, start, len, access.bits())
+            .inspect_err(|_| inc(&counters.pin_failures))?;
         let npages = umem.page_count() as u64;
         counters.pages_pinned.fetch_add(npages, Ordering::Relaxed);
-        Ok(Pinned { umem, npages, counters: counters.clone() })
+        Ok(Pinned {
+            umem,
+            npages,
+            counters: counters.clone(),
+        })
     }
 }
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        self.counters.pages_pinned.fetch_sub(self.npages, Ordering::Relaxed);
+        self.counters
+            .pages_pinned
+            .fetch_sub(self.npages, Ordering::Relaxed);
     }
 }
 
@@ -84,7 +97,11 @@ pub(crate) struct MrKeys {
 impl MrKeys {
     /// The driver-private part of the uverbs response.
     pub(crate) fn resp(&self) -> [u8; OxeRegMrResp::SIZE] {
-        OxeRegMrResp { page_shift: PAGE_SHIFT as u32, reserved: 0 }.to_bytes()
+        OxeRegMrResp {
+            page_shift: PAGE_SHIFT as u32,
+            reserved: 0,
+        }
+        .to_bytes()
     }
 }
 
@@ -148,14 +165,28 @@ impl Mr {
         let st = self.state.lock();
         let key = Key::from_raw(self.lkey());
         let keys = self.keys(&st);
-        writeln!(w, "lkey     {:#010x} (index {}, variant {:#04x})", key.raw(), key.index(), key.variant())?;
+        writeln!(
+            w,
+            "lkey     {:#010x} (index {}, variant {:#04x})",
+            key.raw(),
+            key.index(),
+            key.variant()
+        )?;
         writeln!(w, "rkey     {:#010x}", keys.rkey)?;
         writeln!(w, "access   {:#x}", st.access.bits())?;
         writeln!(w, "iova     {:#x}", st.range.iova())?;
         writeln!(w, "length   {}", st.range.len())?;
         writeln!(w, "start    {:#x}", st.start)?;
-        let pin = if st.pages.umem.writable() { "writable" } else { "read-only" };
-        writeln!(w, "pages    {} x {} B, pinned {}", st.pages.npages, PAGE_SIZE, pin)?;
+        let pin = if st.pages.umem.writable() {
+            "writable"
+        } else {
+            "read-only"
+        };
+        writeln!(
+            w,
+            "pages    {} x {} B, pinned {}",
+            st.pages.npages, PAGE_SIZE, pin
+        )?;
         writeln!(w, "page  iova                pfn")?;
         let first = st.range.iova() & !(PAGE_SIZE as u64 - 1);
         let shown = (st.pages.npages as usize).min(DESCRIBE_MAX_PAGES);
@@ -218,7 +249,10 @@ pub(crate) fn reg_user(
 pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg) -> Result<MrKeys> {
     let flags = ReregFlags::from_raw(req.flags).map_err(from_core)?;
     let mut st = mr.state.lock();
-    let current = rereg::MrState { access: st.access, pinned_writable: st.pages.umem.writable() };
+    let current = rereg::MrState {
+        access: st.access,
+        pinned_writable: st.pages.umem.writable(),
+    };
     let plan = rereg::plan(flags, current, req.access, SUPPORTED_ACCESS).map_err(from_core)?;
     let (start, range) = if flags.trans() {
         let range = Range::new(req.iova, req.length).map_err(from_core)?;
@@ -231,7 +265,13 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
     // new pin: reusing a read-only pin for write access would let the device
     // write into pages the process could only read (the 2026 upstream fix).
     let new_pages = match plan.repin {
-        Some(_) => Some(Pinned::pin(dev, &drv.counters, start, range.len(), plan.new_access)?),
+        Some(_) => Some(Pinned::pin(
+            dev,
+            &drv.counters,
+            start,
+            range.len(),
+            plan.new_access,
+        )?),
         None => None,
     };
     // Commit: nothing below can fail.
@@ -266,4 +306,3 @@ pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
     dec(&drv.counters.mr_active);
     Ok(())
 }
-

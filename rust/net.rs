@@ -44,7 +44,15 @@ impl PortSockets {
         }
         let v4 = UdpSocket::open(ns, false)?;
         let v6 = UdpSocket::open(ns, true).ok();
-        list.push(NsEntry { ns, users: 1, _v4: v4, _v6: v6 }, GFP_KERNEL)?;
+        list.push(
+            NsEntry {
+                ns,
+                users: 1,
+                _v4: v4,
+                _v6: v6,
+            },
+            GFP_KERNEL,
+        )?;
         Ok(PortSockets { ns })
     }
 }

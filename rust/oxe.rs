@@ -41,7 +41,10 @@ impl kernel::Module for OxeModule {
         let notifier = ib::netdev::Notifier::register()?;
         let link = ib::link::LinkOps::register()?;
         pr_info!("loaded\n");
-        Ok(OxeModule { _link: link, _notifier: notifier })
+        Ok(OxeModule {
+            _link: link,
+            _notifier: notifier,
+        })
     }
 }
 

@@ -28,7 +28,7 @@ run)
         done
     done
     say "An MR on oxe0, held by a process: rdma resource show mr, and the device counters"
-    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python python3 "$GUEST/hold_mr.py" oxe0 2>&1; }
+    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python /usr/bin/python3 "$GUEST/hold_mr.py" oxe0 2>&1; }
     read -r -t 60 line <&"${HOLD[0]}" && echo "registered: $line"
     rdma resource show mr dev oxe0 -dd
     grep -H . /sys/class/infiniband/oxe0/hw_counters/*

@@ -25,7 +25,10 @@ unsafe impl Sync for Entry {}
 impl Entry {
     fn new(d: *mut b::dentry) -> Option<Self> {
         // debugfs reports failure as an ERR_PTR; oxe runs fine without it.
-        super::error::from_err_ptr(d).ok().and_then(NonNull::new).map(Entry)
+        super::error::from_err_ptr(d)
+            .ok()
+            .and_then(NonNull::new)
+            .map(Entry)
     }
 
     /// A directory named `name` under `parent` (the debugfs root if None).
@@ -39,12 +42,21 @@ impl Entry {
     pub(super) fn mr_file(dir: &Entry, index: u32, mr: &Mr) -> Option<Self> {
         let mut name = [0u8; 24];
         // The last byte stays 0: the terminating NUL.
-        write!(NameBuf { buf: &mut name[..23], len: 0 }, "mr-{index}").ok()?;
+        write!(
+            NameBuf {
+                buf: &mut name[..23],
+                len: 0
+            },
+            "mr-{index}"
+        )
+        .ok()?;
         let mr_ptr = core::ptr::from_ref(mr).cast_mut().cast();
         // SAFETY: `name` is NUL-terminated (its last byte stays 0); the dir is
         // live; the caller keeps `mr` alive until this entry is dropped, and
         // debugfs_remove waits for readers.
-        Self::new(unsafe { b::oxe_shim_debugfs_mr_file(name.as_ptr().cast(), dir.0.as_ptr(), mr_ptr) })
+        Self::new(unsafe {
+            b::oxe_shim_debugfs_mr_file(name.as_ptr().cast(), dir.0.as_ptr(), mr_ptr)
+        })
     }
 }
 
@@ -89,7 +101,10 @@ struct NameBuf<'a> {
 impl Write for NameBuf<'_> {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
         let end = self.len.checked_add(s.len()).ok_or(core::fmt::Error)?;
-        self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?.copy_from_slice(s.as_bytes());
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(core::fmt::Error)?
+            .copy_from_slice(s.as_bytes());
         self.len = end;
         Ok(())
     }
@@ -108,7 +123,10 @@ impl Write for Seq {
 
 /// Called by the C fops (rust/bindings/shim.c) for each read of an MR file.
 #[no_mangle]
-unsafe extern "C" fn oxe_rs_mr_show(m: *mut b::seq_file, mr: *mut kernel::ffi::c_void) -> kernel::ffi::c_int {
+unsafe extern "C" fn oxe_rs_mr_show(
+    m: *mut b::seq_file,
+    mr: *mut kernel::ffi::c_void,
+) -> kernel::ffi::c_int {
     // SAFETY: the pointer registered in `mr_file`, alive while the file exists.
     let mr = unsafe { &*mr.cast::<Mr>() };
     let _ = mr.describe(&mut Seq(m));

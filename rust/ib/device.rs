@@ -60,7 +60,8 @@ impl IbDev {
 /// Whether an oxe (or any RDMA_DRIVER_UNKNOWN) device already sits on `ndev`.
 pub(crate) fn exists_on(ndev: &NetDev) -> bool {
     // SAFETY: the netdev is held (NetDev invariant).
-    let ib = unsafe { b::ib_device_get_by_netdev(ndev.as_ptr(), b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
+    let ib =
+        unsafe { b::ib_device_get_by_netdev(ndev.as_ptr(), b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
     if ib.is_null() {
         return false;
     }
@@ -141,7 +142,10 @@ pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
     // Another driver might also use RDMA_DRIVER_UNKNOWN: ours are owned by this module.
     // SAFETY: ib_device_get_by_netdev returned a reference we hold.
     let owner = unsafe { (*ib.as_ptr()).ops.owner };
-    let ours = core::ptr::eq(owner, <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr());
+    let ours = core::ptr::eq(
+        owner,
+        <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+    );
     if ours {
         let dev = IbDev(ib);
         match ev {

@@ -23,7 +23,10 @@ unsafe impl Send for OpsCell {}
 // SAFETY: as above.
 unsafe impl Sync for OpsCell {}
 
-unsafe extern "C" fn newlink(name: *const kernel::ffi::c_char, ndev: *mut b::net_device) -> kernel::ffi::c_int {
+unsafe extern "C" fn newlink(
+    name: *const kernel::ffi::c_char,
+    ndev: *mut b::net_device,
+) -> kernel::ffi::c_int {
     // SAFETY: ib_core passes a NUL-terminated device name.
     let name = unsafe { CStr::from_char_ptr(name) };
     // SAFETY: ib_core holds `ndev` for the duration of the call.

@@ -19,7 +19,14 @@ struct MrObj {
 
 /// Allocates the ib_mr for a new MR; ownership passes to ib_core until `free`.
 pub(super) fn alloc(mr: Arc<Mr>, keys: &MrKeys, dir: Option<&Entry>) -> Result<*mut b::ib_mr> {
-    let mut obj = KBox::new(MrObj { ib: Default::default(), debugfs: None, mr }, GFP_KERNEL)?;
+    let mut obj = KBox::new(
+        MrObj {
+            ib: Default::default(),
+            debugfs: None,
+            mr,
+        },
+        GFP_KERNEL,
+    )?;
     publish(&mut obj.ib, keys);
     let index = crate::oxe_core::Key::from_raw(keys.lkey).index();
     // The file may point at the MR: `obj` keeps it alive and drops the file first.

@@ -41,7 +41,9 @@ impl NetDev {
     /// Whether the netdev is administratively up and has carrier: the port's ACTIVE.
     pub(crate) fn is_up(&self) -> bool {
         // SAFETY: the reference keeps the device alive (type invariant).
-        unsafe { b::oxe_shim_netif_running(self.as_ptr()) && b::oxe_shim_netif_carrier_ok(self.as_ptr()) }
+        unsafe {
+            b::oxe_shim_netif_running(self.as_ptr()) && b::oxe_shim_netif_carrier_ok(self.as_ptr())
+        }
     }
 
     /// The netdev's MTU in bytes.
@@ -101,7 +103,9 @@ unsafe extern "C" fn notifier_call(
 ) -> kernel::ffi::c_int {
     let ev = match event as u32 {
         b::netdev_cmd_NETDEV_UNREGISTER => NetEvent::Unregister,
-        b::netdev_cmd_NETDEV_UP | b::netdev_cmd_NETDEV_DOWN | b::netdev_cmd_NETDEV_CHANGE => NetEvent::LinkChange,
+        b::netdev_cmd_NETDEV_UP | b::netdev_cmd_NETDEV_DOWN | b::netdev_cmd_NETDEV_CHANGE => {
+            NetEvent::LinkChange
+        }
         b::netdev_cmd_NETDEV_CHANGEMTU => NetEvent::MtuChange,
         _ => return b::NOTIFY_DONE as i32,
     };
@@ -115,7 +119,10 @@ impl Notifier {
     pub(crate) fn register() -> Result<Self> {
         let mut block: b::notifier_block = Default::default();
         block.notifier_call = Some(notifier_call);
-        let nb = KBox::pin(NotifierBlock(core::cell::UnsafeCell::new(block)), GFP_KERNEL)?;
+        let nb = KBox::pin(
+            NotifierBlock(core::cell::UnsafeCell::new(block)),
+            GFP_KERNEL,
+        )?;
         // SAFETY: the block is pinned in a heap allocation that outlives the registration.
         let ret = unsafe { b::register_netdevice_notifier(nb.0.get()) };
         if ret != 0 {

@@ -16,7 +16,11 @@ unsafe impl Sync for Descs {}
 static DESCS: Descs = Descs(descs());
 
 const fn descs() -> [b::rdma_stat_desc; N] {
-    let mut d = [b::rdma_stat_desc { name: core::ptr::null(), flags: 0, priv_: core::ptr::null() }; N];
+    let mut d = [b::rdma_stat_desc {
+        name: core::ptr::null(),
+        flags: 0,
+        priv_: core::ptr::null(),
+    }; N];
     let mut i = 0;
     while i < N {
         d[i].name = NAMES[i].as_ptr().cast();
@@ -26,7 +30,9 @@ const fn descs() -> [b::rdma_stat_desc; N] {
 }
 
 /// ops.alloc_hw_device_stats
-pub(super) unsafe extern "C" fn alloc_device_stats(_ib: *mut b::ib_device) -> *mut b::rdma_hw_stats {
+pub(super) unsafe extern "C" fn alloc_device_stats(
+    _ib: *mut b::ib_device,
+) -> *mut b::rdma_hw_stats {
     // Lifespan 0: every sysfs read refreshes, so a test sees a change at once.
     // SAFETY: static descriptors that outlive every device.
     unsafe { b::rdma_alloc_hw_stats_struct(DESCS.0.as_ptr(), N as i32, 0) }
@@ -40,7 +46,9 @@ pub(super) unsafe extern "C" fn get_stats(
     _index: kernel::ffi::c_int,
 ) -> kernel::ffi::c_int {
     // SAFETY: ib_core calls this on a registered oxe device.
-    let Some(dev) = (unsafe { IbDev::from_raw(ib) }) else { return 0 };
+    let Some(dev) = (unsafe { IbDev::from_raw(ib) }) else {
+        return 0;
+    };
     let Ok(drv) = dev.drv() else { return 0 };
     let values = drv.counters.snapshot();
     // SAFETY: `stats` came from alloc_device_stats, so `value` has N entries.

@@ -49,15 +49,21 @@ impl Umem {
     pub(crate) fn page_count(&self) -> usize {
         let u = self.get();
         // ib_umem_get refused any range that overflows, so this cannot be None.
-        crate::oxe_core::range::pages_spanned(u.address as u64, u.length as u64, kernel::page::PAGE_SHIFT as u32)
-            .map_or(0, |n| n as usize)
+        crate::oxe_core::range::pages_spanned(
+            u.address as u64,
+            u.length as u64,
+            kernel::page::PAGE_SHIFT as u32,
+        )
+        .map_or(0, |n| n as usize)
     }
 
     /// Page frame numbers of the pinned pages from page `skip` on, in address
     /// order, into `out`; returns how many were written.
     pub(crate) fn pfns(&self, skip: usize, out: &mut [usize]) -> usize {
         // SAFETY: the umem is live; `out` is valid for `out.len()` entries.
-        unsafe { b::oxe_shim_umem_pfns(self.umem.as_ptr(), skip, out.as_mut_ptr().cast(), out.len()) }
+        unsafe {
+            b::oxe_shim_umem_pfns(self.umem.as_ptr(), skip, out.as_mut_ptr().cast(), out.len())
+        }
     }
 }
 

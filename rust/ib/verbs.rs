@@ -52,7 +52,11 @@ unsafe fn dev_of(ib: *mut b::ib_device) -> Result<(IbDev, &'static crate::device
     Ok((dev, dev.drv()?))
 }
 
-unsafe extern "C" fn query_device(ib: *mut b::ib_device, attr: *mut b::ib_device_attr, udata: *mut b::ib_udata) -> c_int {
+unsafe extern "C" fn query_device(
+    ib: *mut b::ib_device,
+    attr: *mut b::ib_device_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
     let r = (|| {
         // SAFETY: callback on a registered device.
         let (_, drv) = unsafe { dev_of(ib) }?;
@@ -70,7 +74,11 @@ unsafe extern "C" fn query_device(ib: *mut b::ib_device, attr: *mut b::ib_device
     to_c_int(r)
 }
 
-unsafe extern "C" fn query_port(ib: *mut b::ib_device, port: u32, attr: *mut b::ib_port_attr) -> c_int {
+unsafe extern "C" fn query_port(
+    ib: *mut b::ib_device,
+    port: u32,
+    attr: *mut b::ib_port_attr,
+) -> c_int {
     let r = (|| {
         // SAFETY: callback on a registered device.
         let (_, drv) = unsafe { dev_of(ib) }?;
@@ -80,7 +88,11 @@ unsafe extern "C" fn query_port(ib: *mut b::ib_device, port: u32, attr: *mut b::
     to_c_int(r)
 }
 
-unsafe extern "C" fn get_port_immutable(ib: *mut b::ib_device, port: u32, imm: *mut b::ib_port_immutable) -> c_int {
+unsafe extern "C" fn get_port_immutable(
+    ib: *mut b::ib_device,
+    port: u32,
+    imm: *mut b::ib_port_immutable,
+) -> c_int {
     let mut attr: b::ib_port_attr = Default::default();
     // SAFETY: ib_query_port calls back into query_port on this registered device.
     let ret = unsafe { b::ib_query_port(ib, port, &mut attr) };
@@ -100,7 +112,12 @@ unsafe extern "C" fn get_link_layer(_ib: *mut b::ib_device, _port: u32) -> b::rd
     b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 
-unsafe extern "C" fn query_pkey(_ib: *mut b::ib_device, _port: u32, index: u16, pkey: *mut u16) -> c_int {
+unsafe extern "C" fn query_pkey(
+    _ib: *mut b::ib_device,
+    _port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> c_int {
     // RoCE has one partition, the default one (IBTA A17.9.2: P_Key table of one entry).
     if index != 0 {
         return EINVAL.to_errno();
@@ -166,7 +183,8 @@ unsafe extern "C" fn reg_user_mr(
         }
         // SAFETY: a PD of this device, held by ib_core for the call.
         let (dev, drv) = unsafe { dev_of((*pd).device) }?;
-        let (mr, keys) = crate::mr::reg_user(drv, dev, PdId::of(pd), start, length, iova, access as u32)?;
+        let (mr, keys) =
+            crate::mr::reg_user(drv, dev, PdId::of(pd), start, length, iova, access as u32)?;
         // SAFETY: the call's udata.
         unsafe { UData::new(udata) }.respond(&keys.resp())?;
         super::mr::alloc(mr, &keys, drv.debugfs.as_ref())
@@ -190,7 +208,14 @@ unsafe extern "C" fn rereg_user_mr(
         let (dev, drv) = unsafe { dev_of((*ibmr).device) }?;
         // SAFETY: as above.
         let mr = unsafe { super::mr::get(ibmr) };
-        let req = crate::mr::Rereg { flags: flags as u32, start, length, iova, access: access as u32, pd: PdId::of(pd) };
+        let req = crate::mr::Rereg {
+            flags: flags as u32,
+            start,
+            length,
+            iova,
+            access: access as u32,
+            pd: PdId::of(pd),
+        };
         let keys = crate::mr::rereg_user(drv, dev, mr, &req)?;
         // SAFETY: as above.
         unsafe { super::mr::republish(ibmr, &keys) };

@@ -14,6 +14,12 @@ suite_rdma_core() { # device netdev gid-index
     echo "$counts"
     # Failures not on the expectations list are reported, not fatal: the ratchet decides.
     [ $rc = 0 ] || grep -E '^(FAIL|ERROR):' "$log" | head -n 40
+    local floor=$OXE_TOP/qemu-test/expected/rdma-core-$dev.min ok
+    if [ -f "$floor" ]; then
+        ok=$(sed -n 's/.*"ok": \([0-9]*\).*/\1/p' <<<"$counts")
+        echo "floor: $ok ok, at least $(cat "$floor") required"
+        [ "$ok" -ge "$(cat "$floor")" ] || return 1
+    fi
     "$OXE_TOP/qemu-test/results.py" ratchet "$OXE_TOP/qemu-test/expected/rdma-core-$dev.txt" \
         "${log%.log}.verdicts.json"
 }
