@@ -10,7 +10,8 @@ export OXE_CACHE
 
 KRUSTC := /usr/bin/rustc
 KLLVM := /usr/lib/llvm-19/bin/
-KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) BINDGEN=$(OXE_CACHE)/tools/bin/bindgen \
+KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) CLIPPY_DRIVER=/usr/bin/clippy-driver \
+	BINDGEN=$(OXE_CACHE)/tools/bin/bindgen \
 	LIBCLANG_PATH=/usr/lib/llvm-19/lib
 # CLIPPY=1 runs clippy over the module's Rust as the kernel build does (`make CLIPPY=1 module`).
 CLIPPY ?=

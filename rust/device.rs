@@ -89,7 +89,7 @@ impl OxeDevice {
         attr.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
         attr.masked_atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
         // `rdma link delete` may remove the device.
-        attr.kernel_cap_flags = b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+        attr.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     }
 
     /// Port attributes; the state follows the netdev (up and with carrier = ACTIVE).

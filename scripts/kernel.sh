@@ -71,6 +71,8 @@ build() {
     "${KMAKE[@]}" -s -j"$(($(nproc) + 1))" bzImage modules
     log "kernel built in $((SECONDS - t0)) s"
     touch .oxe-built
+    # Trees for an older fragment or source version (2+ GiB each) are dead weight now.
+    find "$OXE_CACHE" -maxdepth 1 -name 'kernel-[0-9]*' ! -path "$kdir" -exec rm -rf {} +
     echo "$kdir"
 }
 

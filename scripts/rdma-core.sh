@@ -63,6 +63,8 @@ build() {
         { tail -30 cmake.log >&2; die "rdma-core cmake failed"; })
     (cd "$dir/build" && ninja >ninja.log 2>&1 || { tail -40 ninja.log >&2; die "rdma-core build failed"; })
     touch "$dir/.oxe-built"
+    # Builds for an older patch series are dead weight now.
+    find "$OXE_CACHE" -maxdepth 1 -name 'rdma-core-v59-*' ! -path "$dir" -exec rm -rf {} +
     echo "$dir"
 }
 

@@ -77,4 +77,3 @@ load_rxe() { # device netdev
     modprobe rdma_rxe && rdma link add "$1" type rxe netdev "$2"
 }
 
-oxe_ko() { echo "$OXE_TOP/oxe.ko"; }

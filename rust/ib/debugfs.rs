@@ -122,6 +122,10 @@ impl Write for Seq {
 }
 
 /// Called by the C fops (rust/bindings/shim.c) for each read of an MR file.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 #[no_mangle]
 unsafe extern "C" fn oxe_rs_mr_show(
     m: *mut b::seq_file,

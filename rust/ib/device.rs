@@ -90,13 +90,13 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
 
     // SAFETY: nobody else sees the device before ib_register_device.
     let dev = unsafe { &mut *ib.as_ptr() };
-    dev.node_type = b::RDMA_NODE_IB_CA as _;
+    dev.node_type = b::RDMA_NODE_IB_CA as u8;
     dev.phys_port_cnt = 1;
     dev.num_comp_vectors = 1;
     dev.local_dma_lkey = 0;
     dev.node_guid = ndev.eui64();
     for (d, s) in dev.node_desc.iter_mut().zip(b"oxe\0") {
-        *d = *s as _;
+        *d = *s;
     }
     let ops = super::verbs::device_ops();
     // SAFETY: `ib_set_device_ops` copies the table; `ops` may die afterwards.
@@ -119,6 +119,10 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
 }
 
 /// ops.dealloc_driver: the last callback; oxe's state goes here.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     let obj = ib.cast::<DevObj>();
     // SAFETY: ib_core calls this once, after every other callback has finished.

@@ -23,6 +23,9 @@ unsafe impl Send for OpsCell {}
 // SAFETY: as above.
 unsafe impl Sync for OpsCell {}
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn newlink(
     name: *const kernel::ffi::c_char,
     ndev: *mut b::net_device,
@@ -38,9 +41,11 @@ unsafe extern "C" fn newlink(
 
 impl LinkOps {
     pub(crate) fn register() -> Result<Self> {
-        let mut ops: b::rdma_link_ops = Default::default();
-        ops.type_ = c"oxe".as_ptr().cast();
-        ops.newlink = Some(newlink);
+        let ops = b::rdma_link_ops {
+            type_: c"oxe".as_char_ptr(),
+            newlink: Some(newlink),
+            ..Default::default()
+        };
         let cell = KBox::pin(OpsCell(UnsafeCell::new(ops)), GFP_KERNEL)?;
         // SAFETY: pinned heap memory that outlives the registration.
         unsafe { b::rdma_link_register(cell.0.get()) };

@@ -96,6 +96,9 @@ unsafe impl Send for NotifierBlock {}
 // SAFETY: as above.
 unsafe impl Sync for NotifierBlock {}
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn notifier_call(
     _nb: *mut b::notifier_block,
     event: kernel::ffi::c_ulong,
@@ -117,8 +120,10 @@ unsafe extern "C" fn notifier_call(
 
 impl Notifier {
     pub(crate) fn register() -> Result<Self> {
-        let mut block: b::notifier_block = Default::default();
-        block.notifier_call = Some(notifier_call);
+        let block = b::notifier_block {
+            notifier_call: Some(notifier_call),
+            ..Default::default()
+        };
         let nb = KBox::pin(
             NotifierBlock(core::cell::UnsafeCell::new(block)),
             GFP_KERNEL,

@@ -23,13 +23,20 @@ const fn descs() -> [b::rdma_stat_desc; N] {
     }; N];
     let mut i = 0;
     while i < N {
-        d[i].name = NAMES[i].as_ptr().cast();
+        // `as_char_ptr` is not usable in a const fn; this is the same cast.
+        #[allow(clippy::disallowed_methods)]
+        let name = NAMES[i].as_ptr().cast();
+        d[i].name = name;
         i += 1;
     }
     d
 }
 
 /// ops.alloc_hw_device_stats
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn alloc_device_stats(
     _ib: *mut b::ib_device,
 ) -> *mut b::rdma_hw_stats {
@@ -39,6 +46,10 @@ pub(super) unsafe extern "C" fn alloc_device_stats(
 }
 
 /// ops.get_hw_stats
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn get_stats(
     ib: *mut b::ib_device,
     stats: *mut b::rdma_hw_stats,

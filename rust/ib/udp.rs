@@ -36,6 +36,9 @@ unsafe impl Send for UdpSocket {}
 // SAFETY: as above.
 unsafe impl Sync for UdpSocket {}
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> kernel::ffi::c_int {
     // Returning 0 tells UDP the packet was consumed. Until oxe has a data
     // path every RoCE datagram is dropped here.

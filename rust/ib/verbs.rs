@@ -13,28 +13,30 @@ use kernel::prelude::*;
 
 /// The device's ops, copied into the ib_device by `ib_set_device_ops`.
 pub(super) fn device_ops() -> b::ib_device_ops {
-    let mut ops: b::ib_device_ops = Default::default();
-    ops.owner = <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
-    ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
-    ops.uverbs_abi_ver = crate::oxe_core::abi::OXE_ABI_VERSION;
-    ops.dealloc_driver = Some(device::dealloc_driver);
-    ops.query_device = Some(query_device);
-    ops.query_port = Some(query_port);
-    ops.get_port_immutable = Some(get_port_immutable);
-    ops.get_link_layer = Some(get_link_layer);
-    ops.query_pkey = Some(query_pkey);
-    ops.alloc_ucontext = Some(alloc_ucontext);
-    ops.dealloc_ucontext = Some(dealloc_ucontext);
-    ops.disassociate_ucontext = Some(disassociate_ucontext);
-    ops.mmap = Some(mmap);
-    ops.alloc_pd = Some(alloc_pd);
-    ops.dealloc_pd = Some(dealloc_pd);
-    ops.reg_user_mr = Some(reg_user_mr);
-    ops.rereg_user_mr = Some(rereg_user_mr);
-    ops.dereg_mr = Some(dereg_mr);
-    ops.fill_res_mr_entry = Some(fill_res_mr_entry);
-    ops.alloc_hw_device_stats = Some(super::stats::alloc_device_stats);
-    ops.get_hw_stats = Some(super::stats::get_stats);
+    let mut ops = b::ib_device_ops {
+        owner: <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        driver_id: b::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+        uverbs_abi_ver: crate::oxe_core::abi::OXE_ABI_VERSION,
+        dealloc_driver: Some(device::dealloc_driver),
+        query_device: Some(query_device),
+        query_port: Some(query_port),
+        get_port_immutable: Some(get_port_immutable),
+        get_link_layer: Some(get_link_layer),
+        query_pkey: Some(query_pkey),
+        alloc_ucontext: Some(alloc_ucontext),
+        dealloc_ucontext: Some(dealloc_ucontext),
+        disassociate_ucontext: Some(disassociate_ucontext),
+        mmap: Some(mmap),
+        alloc_pd: Some(alloc_pd),
+        dealloc_pd: Some(dealloc_pd),
+        reg_user_mr: Some(reg_user_mr),
+        rereg_user_mr: Some(rereg_user_mr),
+        dereg_mr: Some(dereg_mr),
+        fill_res_mr_entry: Some(fill_res_mr_entry),
+        alloc_hw_device_stats: Some(super::stats::alloc_device_stats),
+        get_hw_stats: Some(super::stats::get_stats),
+        ..Default::default()
+    };
     super::objects::set_sizes(&mut ops);
     ops
 }
@@ -52,6 +54,9 @@ unsafe fn dev_of(ib: *mut b::ib_device) -> Result<(IbDev, &'static crate::device
     Ok((dev, dev.drv()?))
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn query_device(
     ib: *mut b::ib_device,
     attr: *mut b::ib_device_attr,
@@ -74,6 +79,9 @@ unsafe extern "C" fn query_device(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn query_port(
     ib: *mut b::ib_device,
     port: u32,
@@ -88,6 +96,9 @@ unsafe extern "C" fn query_port(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn get_port_immutable(
     ib: *mut b::ib_device,
     port: u32,
@@ -108,10 +119,16 @@ unsafe extern "C" fn get_port_immutable(
     0
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn get_link_layer(_ib: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
     b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn query_pkey(
     _ib: *mut b::ib_device,
     _port: u32,
@@ -127,6 +144,9 @@ unsafe extern "C" fn query_pkey(
     0
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
     let r = (|| {
         // SAFETY: a core-allocated ucontext of this device.
@@ -137,6 +157,9 @@ unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
     // SAFETY: a core-allocated ucontext of this device.
     if let Ok((_, drv)) = unsafe { dev_of((*uctx).device) } {
@@ -147,18 +170,31 @@ unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
 /// Nothing is mapped into user space yet, so there is nothing to zap when
 /// the device goes away under an open context. Having this op is what lets
 /// ib_core unregister (and rmmod proceed) while contexts are still open.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn mmap(_uctx: *mut b::ib_ucontext, _vma: *mut b::vm_area_struct) -> c_int {
     EINVAL.to_errno()
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn alloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: a core-allocated PD of this device.
     let r = unsafe { dev_of((*pd).device) }.map(|(_, drv)| drv.alloc_pd());
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: a core-allocated PD of this device.
     if let Ok((_, drv)) = unsafe { dev_of((*pd).device) } {
@@ -167,6 +203,9 @@ unsafe extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> 
     0
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn reg_user_mr(
     pd: *mut b::ib_pd,
     start: u64,
@@ -192,6 +231,9 @@ unsafe extern "C" fn reg_user_mr(
     r.unwrap_or_else(err_ptr)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn rereg_user_mr(
     ibmr: *mut b::ib_mr,
@@ -227,6 +269,9 @@ unsafe extern "C" fn rereg_user_mr(
     r.unwrap_or_else(err_ptr)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
     let r = (|| {
         // SAFETY: an MR oxe allocated; ib_core calls dereg once.
@@ -241,6 +286,10 @@ unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> 
 }
 
 /// `rdma resource show mr -dd`: oxe's view of the MR, as driver attributes.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn fill_res_mr_entry(msg: *mut b::sk_buff, ibmr: *mut b::ib_mr) -> c_int {
     // SAFETY: an MR oxe allocated, alive while restrack reports it.
     let info = unsafe { super::mr::get(ibmr) }.info();
@@ -258,14 +307,14 @@ unsafe extern "C" fn fill_res_mr_entry(msg: *mut b::sk_buff, ibmr: *mut b::ib_mr
     ];
     for (name, value) in fields {
         // SAFETY: a live message and a static NUL-terminated name.
-        if unsafe { b::rdma_nl_put_driver_u32(msg, name.as_ptr().cast(), value) } != 0 {
+        if unsafe { b::rdma_nl_put_driver_u32(msg, name.as_char_ptr(), value) } != 0 {
             // SAFETY: `nest` was opened in `msg` above.
             unsafe { b::oxe_shim_nla_nest_cancel(msg, nest) };
             return EMSGSIZE.to_errno();
         }
     }
     // SAFETY: as above.
-    if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_ptr().cast(), info.access) } != 0 {
+    if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_char_ptr(), info.access) } != 0 {
         // SAFETY: as above.
         unsafe { b::oxe_shim_nla_nest_cancel(msg, nest) };
         return EMSGSIZE.to_errno();

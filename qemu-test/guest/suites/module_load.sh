@@ -1,11 +1,10 @@
-# Suite: oxe.ko loads and unloads cleanly.
+# Suite: oxe.ko loads and unloads cleanly. Through modprobe (vm.sh installs it
+# under extra/), which also loads udp_tunnel, the one module it depends on.
 suite_module_load() {
-    local ko
-    ko=$(oxe_ko)
-    [ -f "$ko" ] || { echo "missing $ko"; return 1; }
-    insmod "$ko" || return 1
-    grep -q '^oxe ' /proc/modules || { echo "oxe not in /proc/modules after insmod"; return 1; }
-    rmmod oxe || return 1
+    modinfo oxe | grep -E '^(filename|alias|depends)' || return 1
+    modprobe oxe || return 1
+    grep -q '^oxe ' /proc/modules || { echo "oxe not in /proc/modules after modprobe"; return 1; }
+    modprobe -r oxe || return 1
     if grep -q '^oxe ' /proc/modules; then
         echo "oxe still loaded after rmmod"
         return 1
