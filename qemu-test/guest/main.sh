@@ -12,7 +12,9 @@ run_suite boot true
 case $mode in
 run)
     net_setup
-    load_rxe rxe0 veth0
+    # rxe0 lives in netns "peer" (veth1): both drivers bind UDP 4791, so they
+    # cannot share a namespace. ib_core's shared mode shows both devices here.
+    modprobe rdma_rxe && ip netns exec peer rdma link add rxe0 type rxe netdev veth1
     say "rdma link add oxe0 type oxe netdev veth0   (loads oxe.ko through its rdma-link alias)"
     rdma link add oxe0 type oxe netdev veth0
     say "RDMA devices in this guest"
@@ -44,16 +46,19 @@ test)
     run_suite kselftest_rxe suite_kselftest_rdma rxe
     run_suite kselftest_oxe suite_kselftest_rdma oxe
     net_setup
-    run_suite oxe_lifecycle suite_oxe_lifecycle
+    # rxe and oxe both bind UDP 4791: in one namespace, one at a time.
     load_rxe rxe0 veth0
     run_suite rdma_core_rxe0 suite_rdma_core rxe0 veth0 1
+    rdma link delete rxe0
+    modprobe -r rdma_rxe
+    run_suite oxe_lifecycle suite_oxe_lifecycle
     rdma link add oxe0 type oxe netdev veth0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     ;;
 bench)
     # Same guest, same run, for both devices: only the ratios mean anything.
     net_setup
-    load_rxe rxe0 veth0
+    modprobe rdma_rxe && ip netns exec peer rdma link add rxe0 type rxe netdev veth1
     rdma link add oxe0 type oxe netdev veth0
     for d in oxe0 rxe0; do
         run_suite "bench_mr_$d" "$OXE_TOP/build/mr_bench" "$d" "$OXE_RESULTS/bench-mr-$d.json"

@@ -9,7 +9,9 @@ suite_module_load() {
         echo "oxe still loaded after rmmod"
         return 1
     fi
-    dmesg | grep -q 'oxe: loaded' || { echo "no load message from oxe"; return 1; }
-    dmesg | grep -q 'oxe: unloaded' || { echo "no unload message from oxe"; return 1; }
+    local log
+    log=$(dmesg)
+    [[ $log == *"oxe: loaded"* ]] || { echo "no load message from oxe"; return 1; }
+    [[ $log == *"oxe: unloaded"* ]] || { echo "no unload message from oxe"; return 1; }
     echo "oxe.ko loaded and unloaded"
 }
