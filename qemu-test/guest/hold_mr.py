@@ -9,11 +9,11 @@ import sys
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-import pyverbs.enums as e
+from pyverbs.libibverbs_enums import ibv_access_flags as acc
 
 dev = sys.argv[1]
 ctx = Context(name=dev)
 pd = PD(ctx)
-mr = MR(pd, 1 << 20, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+mr = MR(pd, 1 << 20, acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE)
 print(f"ready {mr.lkey:#x} {mr.rkey:#x}", flush=True)
 sys.stdin.read()

@@ -12,33 +12,7 @@ run_suite boot true
 case $mode in
 run)
     net_setup
-    # rxe0 lives in netns "peer" (veth1): both drivers bind UDP 4791, so they
-    # cannot share a namespace. ib_core's shared mode shows both devices here.
-    modprobe rdma_rxe && ip netns exec peer rdma link add rxe0 type rxe netdev veth1
-    say "rdma link add oxe0 type oxe netdev veth0   (loads oxe.ko through its rdma-link alias)"
-    rdma link add oxe0 type oxe netdev veth0
-    say "RDMA devices in this guest"
-    rdma link show
-    ibv_devices
-    for d in oxe0 rxe0; do
-        ibv_devinfo -d $d | grep -E 'hca_id|transport|fw_ver|vendor_id|state|active_mtu|link_layer'
-        say "RoCE v2 GIDs of $d"
-        for g in /sys/class/infiniband/$d/ports/1/gids/*; do
-            i=${g##*/}
-            t=$(cat "/sys/class/infiniband/$d/ports/1/gid_attrs/types/$i" 2>/dev/null) || continue
-            echo "  gid[$i] $(cat "$g") $t"
-        done
-    done
-    say "An MR on oxe0, held by a process: rdma resource show mr, and the device counters"
-    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python /usr/bin/python3 "$GUEST/hold_mr.py" oxe0 2>&1; }
-    read -r -t 60 line <&"${HOLD[0]}" && echo "registered: $line"
-    rdma resource show mr dev oxe0 -dd
-    grep -H . /sys/class/infiniband/oxe0/hw_counters/*
-    eval "exec ${HOLD[1]}>&-"
-    wait
-    say "after dereg"
-    grep -H . /sys/class/infiniband/oxe0/hw_counters/{mr_active,pages_pinned}
-    dmesg_check run || FAILED+=(run)
+    run_suite demo suite_demo
     ;;
 test)
     run_suite module_load suite_module_load

@@ -217,17 +217,7 @@ mod tests {
         | Access::REMOTE_ATOMIC.bits()
         | Access::MW_BIND.bits();
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     #[test]
     fn bit_values_match_ib_verbs_h() {

@@ -108,17 +108,7 @@ impl WireHeader for Bth {
 mod tests {
     use super::{Bth, Psn, WireError, WireHeader};
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     #[test]
     fn parse_known_bytes() {

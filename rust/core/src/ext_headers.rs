@@ -224,17 +224,7 @@ mod tests {
     use super::super::opcode::ExtHeader;
     use super::{AtomicAckEth, AtomicEth, Deth, Feth, Ieth, ImmDt, Reth, WireError, WireHeader};
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     /// Round-trips `h`, checks truncation handling, and checks that writing
     /// touches exactly LEN bytes.

@@ -276,17 +276,7 @@ mod tests {
              82fd 002a")
     }
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     #[test]
     fn table_crc_matches_standard_check_value() {

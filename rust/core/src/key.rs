@@ -201,17 +201,7 @@ impl KeySource {
 mod tests {
     use super::{next_variant, Errno, Key, KeySource};
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u32 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            (x >> 32) as u32
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     #[test]
     fn layout() {
@@ -254,8 +244,8 @@ mod tests {
         }
         let mut rng = XorShift(0x1234_5678_9abc_def1);
         for _ in 0..50_000 {
-            let prev = rng.next() as u8;
-            assert_ne!(next_variant(Some(prev), rng.next()), prev);
+            let prev = rng.next_u32() as u8;
+            assert_ne!(next_variant(Some(prev), rng.next_u32()), prev);
         }
     }
 
@@ -285,7 +275,7 @@ mod tests {
         let mut counts = [0u32; 256];
         let n = 255 * 400;
         for _ in 0..n {
-            counts[next_variant(Some(9), rng.next()) as usize] += 1;
+            counts[next_variant(Some(9), rng.next_u32()) as usize] += 1;
         }
         assert_eq!(counts[9], 0);
         for (v, c) in counts.iter().enumerate() {
@@ -300,7 +290,7 @@ mod tests {
         let mut rng = XorShift(7);
         let mut k = Key::new(0xabcde, 0).unwrap();
         for _ in 0..1000 {
-            let next = k.rekeyed(rng.next());
+            let next = k.rekeyed(rng.next_u32());
             assert_eq!(next.index(), k.index());
             assert_ne!(next.variant(), k.variant());
             assert_ne!(next, k);
@@ -333,7 +323,7 @@ mod tests {
             assert_eq!(s.start_hint(u32::MAX), max);
             let mut rng = XorShift(min as u64 * 31 + 1);
             for _ in 0..10_000 {
-                let h = s.start_hint(rng.next());
+                let h = s.start_hint(rng.next_u32());
                 assert!(s.contains_index(h), "{h} outside {min}..={max}");
             }
         }
@@ -341,7 +331,7 @@ mod tests {
         let mut seen = [false; 5];
         let mut rng = XorShift(99);
         for _ in 0..1000 {
-            seen[s.start_hint(rng.next()) as usize] = true;
+            seen[s.start_hint(rng.next_u32()) as usize] = true;
         }
         assert_eq!(seen, [false, true, true, true, true]);
     }
@@ -357,7 +347,7 @@ mod tests {
         let mut rng = XorShift(0xfeed);
         let mut last: Option<u8> = None;
         for _ in 0..2000 {
-            let k = mrs.key_for(0x1234, last, rng.next()).unwrap();
+            let k = mrs.key_for(0x1234, last, rng.next_u32()).unwrap();
             assert_eq!(k.index(), 0x1234);
             assert!(mrs.contains_index(k.index()));
             assert!(!mws.contains_index(k.index()));

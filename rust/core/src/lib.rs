@@ -57,6 +57,8 @@ pub mod psn;
 pub mod qp_state;
 pub mod range;
 pub mod rereg;
+#[cfg(test)]
+mod test_rng;
 pub mod wire;
 
 pub use access::{Access, AccessOp};

@@ -106,17 +106,7 @@ mod tests {
     use super::Psn;
     use core::cmp::Ordering;
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u32 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            (x >> 16) as u32
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     fn p(v: u32) -> Psn {
         Psn::new(v).unwrap()
@@ -167,8 +157,8 @@ mod tests {
     fn properties_hold_for_random_pairs() {
         let mut rng = XorShift(0xabcdef);
         for _ in 0..100_000 {
-            let a = Psn::from_masked(rng.next());
-            let n = rng.next() % (1 << 23);
+            let a = Psn::from_masked(rng.next_u32());
+            let n = rng.next_u32() % (1 << 23);
             let b = a.add(n);
             // Moving forward less than half the space is "after".
             assert_eq!(b.distance_from(a), n as i32);
@@ -179,7 +169,7 @@ mod tests {
                 assert_eq!(b.compare(a), Ordering::Greater);
             }
             // Antisymmetry, except at exactly half the space.
-            let c = Psn::from_masked(rng.next());
+            let c = Psn::from_masked(rng.next_u32());
             let d = a.distance_from(c);
             if d != -(1 << 23) {
                 assert_eq!(c.distance_from(a), -d);

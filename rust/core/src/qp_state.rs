@@ -302,17 +302,7 @@ mod tests {
     const STATES: [QpState; 7] = [Reset, Init, Rtr, Rts, Sqd, Sqe, Error];
     const TYPES: [QpType; 4] = [QpType::Gsi, QpType::Rc, QpType::Uc, QpType::Ud];
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     #[test]
     fn raw_values_match_kernel_enums() {

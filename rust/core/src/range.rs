@@ -156,17 +156,7 @@ pub const fn page_offset(addr: u64, page_shift: u32) -> Option<u64> {
 mod tests {
     use super::{page_offset, pages_spanned, Errno, Range};
 
-    struct XorShift(u64);
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-    }
+    use super::super::test_rng::XorShift;
 
     #[test]
     fn new_rejects_zero_length_and_overflow() {
