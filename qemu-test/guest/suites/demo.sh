@@ -20,7 +20,7 @@ suite_demo() {
         done
     done
     say "An MR on oxe0, held by a process"
-    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python /usr/bin/python3 "$GUEST/hold_mr.py" oxe0 2>&1; }
+    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python exec /usr/bin/python3 "$GUEST/hold_mr.py" oxe0 2>&1; }
     local line
     read -r -t 60 line <&"${HOLD[0]}" || return 1
     echo "registered 1 MiB: $line"

@@ -20,7 +20,7 @@ gid_table() {
 
 # Starts hold_mr.py on $1 in the background; sets HOLD_PID and HOLD_IN (fd).
 hold_mr() {
-    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python /usr/bin/python3 "$GUEST/hold_mr.py" "$1" 2>&1; }
+    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python exec /usr/bin/python3 "$GUEST/hold_mr.py" "$1" 2>&1; }
     HOLD_PID=$HOLD_PID
     local line
     read -r -t 60 line <&"${HOLD[0]}" || { echo "hold_mr.py did not start"; return 1; }
