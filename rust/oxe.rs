@@ -30,8 +30,9 @@ module! {
 }
 
 struct OxeModule {
-    _link: ib::link::LinkOps,
-    _notifier: ib::netdev::Notifier,
+    /// Both are `Option` only so that `drop` can end them in the right order.
+    link: Option<ib::link::LinkOps>,
+    notifier: Option<ib::netdev::Notifier>,
 }
 
 impl kernel::Module for OxeModule {
@@ -42,17 +43,19 @@ impl kernel::Module for OxeModule {
         let link = ib::link::LinkOps::register()?;
         pr_info!("loaded\n");
         Ok(OxeModule {
-            _link: link,
-            _notifier: notifier,
+            link: Some(link),
+            notifier: Some(notifier),
         })
     }
 }
 
 impl Drop for OxeModule {
     fn drop(&mut self) {
-        // The link type goes first (no new devices), then every device; the
-        // notifier is dropped after this, when no device is left to notify.
+        // No new devices (the link type goes), then no devices (queued
+        // unregistrations included), then nothing left to notify.
+        drop(self.link.take());
         ib::device::unregister_all();
+        drop(self.notifier.take());
         ib::debugfs::remove_root();
         pr_info!("unloaded\n");
     }
