@@ -24,8 +24,8 @@ suite_demo() {
     local line
     read -r -t 60 line <&"${HOLD[0]}" || return 1
     echo "registered 1 MiB: $line"
-    say "rdma resource show mr dev oxe0 -dd"
-    rdma resource show mr dev oxe0 -dd
+    say "rdma -dd resource show mr dev oxe0"
+    rdma -dd resource show mr dev oxe0
     say "debugfs: /sys/kernel/debug/oxe/oxe0/mr-* (first lines)"
     head -n 14 /sys/kernel/debug/oxe/oxe0/mr-*
     say "/sys/class/infiniband/oxe0/hw_counters"

@@ -72,6 +72,15 @@ suite_oxe_lifecycle() {
     local pin
     pin=$(vm_pin_kb "$HOLD_PID")
     [ "$pin" -ge 1024 ] || fail "holder has VmPin $pin kB, expected >= 1024" || return 1
+    # The MR's internals: restrack driver attributes and the debugfs translation.
+    local res dbg
+    res=$(rdma -dd resource show mr dev oxe0)
+    echo "$res"
+    [[ $res == *pages*key_index* ]] || fail "no oxe driver attributes in rdma resource show mr" || return 1
+    dbg=$(cat /sys/kernel/debug/oxe/oxe0/mr-*)
+    head -n 10 <<<"$dbg"
+    [ "$(grep -cE '^[0-9]+ +0x[0-9a-f]+ +0x[0-9a-f]+$' <<<"$dbg")" = 256 ] ||
+        fail "debugfs does not list the 256 pages of the 1 MiB MR" || return 1
     rdma link delete oxe0 || fail "link delete with a live MR" || return 1
     [ ! -e /sys/class/infiniband/oxe0 ] || fail "oxe0 still there" || return 1
     udp_listening && { fail "UDP 4791 still listening after delete"; return 1; }
