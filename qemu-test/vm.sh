@@ -69,6 +69,6 @@ while read -r name verdict; do
         [ "$mode" = test ] || cat "$results/logs/suite-$name.log" 2>/dev/null
     fi
 done <"$results/guest-checks.txt" 2>/dev/null
-[ -f "$results/summary.json" ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
+[ "$mode" = test ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
 [ "$status" = ok ] || die "guest $mode failed: $status"
