@@ -40,7 +40,8 @@ const fn descs() -> [b::rdma_stat_desc; N] {
 pub(super) unsafe extern "C" fn alloc_device_stats(
     _ib: *mut b::ib_device,
 ) -> *mut b::rdma_hw_stats {
-    // Lifespan 0: every sysfs read refreshes, so a test sees a change at once.
+    // Lifespan 0: a read refreshes unless another read came in the same jiffy
+    // (ib_core caches for at least that long): tests wait a few ms before reading.
     // SAFETY: static descriptors that outlive every device.
     unsafe { b::rdma_alloc_hw_stats_struct(DESCS.0.as_ptr(), N as i32, 0) }
 }
