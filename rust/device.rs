@@ -39,6 +39,9 @@ pub(crate) struct OxeDevice {
     _sockets: PortSockets,
     pub(crate) keys: Pin<KBox<KeyTable>>,
     pub(crate) counters: Arc<Counters>,
+    /// Node and system image GUID, taken once: a netdev without a MAC (tun)
+    /// yields a random one, which must not change from one query to the next.
+    pub(crate) guid: u64,
     pub(crate) netdev: NetDev,
 }
 
@@ -53,6 +56,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
             _sockets: PortSockets::get(&ndev)?,
             keys: KeyTable::new()?,
             counters: Arc::new(Counters::default(), GFP_KERNEL)?,
+            guid: ndev.eui64(),
             netdev: ndev,
         },
         GFP_KERNEL,
@@ -78,7 +82,7 @@ impl OxeDevice {
     pub(crate) fn query_device(&self, attr: &mut b::ib_device_attr) {
         *attr = Default::default();
         attr.fw_ver = FW_VERSION;
-        attr.sys_image_guid = self.netdev.eui64();
+        attr.sys_image_guid = self.guid;
         attr.max_mr_size = u64::MAX;
         attr.page_size_cap = !(kernel::page::PAGE_SIZE as u64 - 1);
         attr.vendor_id = VENDOR_ID;

@@ -9,8 +9,9 @@
 //! (O(log n)) under its lock, and hands out a counted reference: an MR being
 //! deregistered is first removed here, so no new user can find it.
 
+use crate::ib::error::from_core;
 use crate::mr::Mr;
-use crate::oxe_core::key::{next_variant, Key, KeySource};
+use crate::oxe_core::key::{Key, KeySource};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 use kernel::xarray::{AllocKind, XArray};
@@ -50,13 +51,12 @@ impl KeyTable {
         let _placing = self.placing.lock();
         let mut index = SOURCE.start_hint(crate::ib::random_u32());
         for _ in 0..MAX_PROBES {
-            let free = self.xa.lock().get(index as usize).is_none();
-            if free {
-                let key =
-                    Key::new(index, next_variant(None, crate::ib::random_u32())).ok_or(EINVAL)?;
-                self.xa
-                    .lock()
-                    .store(index as usize, mr.clone(), GFP_KERNEL)
+            let mut xa = self.xa.lock();
+            if xa.get(index as usize).is_none() {
+                let key = SOURCE
+                    .key_for(index, None, crate::ib::random_u32())
+                    .map_err(from_core)?;
+                xa.store(index as usize, mr.clone(), GFP_KERNEL)
                     .map_err(|e| e.error)?;
                 return Ok(key);
             }

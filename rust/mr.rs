@@ -212,6 +212,13 @@ impl Mr {
     }
 }
 
+/// The device-side range `[iova, iova+length)` of user memory at `start`.
+/// Zero length and ranges that wrap past 2^64 are EINVAL, on both sides.
+fn translation(start: u64, iova: u64, length: u64) -> Result<Range> {
+    Range::new(start, length).map_err(from_core)?;
+    Range::new(iova, length).map_err(from_core)
+}
+
 /// ibv_reg_mr / ibv_reg_mr_iova: pin `[start, start+length)` and name it
 /// `[iova, iova+length)` for the device.
 pub(crate) fn reg_user(
@@ -224,9 +231,7 @@ pub(crate) fn reg_user(
     access: u32,
 ) -> Result<(Arc<Mr>, MrKeys)> {
     let access = Access::validate_for_mr(access, SUPPORTED_ACCESS).map_err(from_core)?;
-    // Zero length and ranges that wrap past 2^64 are EINVAL, on both sides.
-    let range = Range::new(iova, length).map_err(from_core)?;
-    Range::new(start, length).map_err(from_core)?;
+    let range = translation(start, iova, length)?;
     let pages = Pinned::pin(dev, &drv.counters, start, length, access)?;
     let mr = Arc::pin_init(
         pin_init!(Mr {
@@ -255,9 +260,7 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
     };
     let plan = rereg::plan(flags, current, req.access, SUPPORTED_ACCESS).map_err(from_core)?;
     let (start, range) = if flags.trans() {
-        let range = Range::new(req.iova, req.length).map_err(from_core)?;
-        Range::new(req.start, req.length).map_err(from_core)?;
-        (req.start, range)
+        (req.start, translation(req.start, req.iova, req.length)?)
     } else {
         (st.start, st.range)
     };

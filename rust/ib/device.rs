@@ -4,6 +4,7 @@
 //! register on `rdma link add`, unregister on link delete, netdev removal or rmmod.
 
 use super::netdev::{NetDev, NetEvent};
+use super::udp::NetNs;
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use core::ptr::{self, NonNull};
@@ -74,14 +75,15 @@ pub(crate) fn exists_on(ndev: &NetDev) -> bool {
 /// on `drv.netdev`.
 pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
     let ndev: *const NetDev = &drv.netdev;
-    // SAFETY: `drv` is moved into the ib_device below and lives until
-    // dealloc_driver, which cannot run before this function returns.
+    // SAFETY: `drv` (a heap allocation that does not move) is handed to the
+    // ib_device below and freed only by dealloc_driver; `ndev` is used only up
+    // to ib_register_device, before any path that could run dealloc_driver.
     let ndev = unsafe { &*ndev };
-    // SAFETY: the netdev is held (NetDev invariant).
-    let net = unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) };
+    let node_guid = drv.guid;
     // SAFETY: the size covers DevObj, whose first field is the ib_device; the
-    // device is created in the netdev's namespace.
-    let raw = unsafe { b::_ib_alloc_device(core::mem::size_of::<DevObj>(), net) };
+    // device is created in the netdev's namespace, which the held netdev keeps alive.
+    let raw =
+        unsafe { b::_ib_alloc_device(core::mem::size_of::<DevObj>(), NetNs::of(ndev).as_ptr()) };
     let ib = NonNull::new(raw).ok_or(ENOMEM)?;
     let obj = ib.as_ptr().cast::<DevObj>();
     // SAFETY: fresh zeroed memory of DevObj's size; `write` does not drop the
@@ -94,7 +96,7 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
     dev.phys_port_cnt = 1;
     dev.num_comp_vectors = 1;
     dev.local_dma_lkey = 0;
-    dev.node_guid = ndev.eui64();
+    dev.node_guid = node_guid;
     for (d, s) in dev.node_desc.iter_mut().zip(b"oxe\0") {
         *d = *s;
     }

@@ -22,6 +22,10 @@ impl NetNs {
         // SAFETY: the held netdev is alive (NetDev invariant).
         NetNs(unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) })
     }
+
+    pub(super) fn as_ptr(self) -> *mut b::net {
+        self.0
+    }
 }
 
 /// A UDP tunnel socket bound to port 4791.
