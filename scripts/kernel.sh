@@ -17,7 +17,7 @@ fetch_source() {
     local apt_opts=(-o "Dir::Etc::SourceList=$dir/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
         -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt" -o Dir::State::Status=/dev/null
         -o APT::Sandbox::User=root)
-    if ls "$dir"/${KSRC_PKG}_*_all.deb >/dev/null 2>&1; then
+    if [ -n "$(kernel_deb)" ]; then
         return
     fi
     log "fetching $KSRC_PKG from trixie-backports ($mirror)"
@@ -38,7 +38,7 @@ build() {
         return
     fi
     local deb
-    deb=$(ls "$OXE_CACHE"/kernel-src/${KSRC_PKG}_*_all.deb | sort -V | tail -n1)
+    deb=$(kernel_deb)
     if [ ! -f "$kdir/Makefile" ]; then
         log "unpacking $(basename "$deb") into $kdir"
         rm -rf "$kdir.tmp" && mkdir -p "$kdir.tmp"

@@ -31,11 +31,15 @@ die() { printf '[oxe] error: %s\n' "$*" >&2; exit 1; }
 # Hash of a set of files (content and names), for cache keys.
 hash_files() { (cd "$OXE_TOP" && sha256sum "$@" | sha256sum | cut -c1-12); }
 
+# The fetched kernel source package (newest), or nothing.
+kernel_deb() {
+    ls "$OXE_CACHE"/kernel-src/${KSRC_PKG}_*_all.deb 2>/dev/null | sort -V | tail -n1 || true
+}
+
 # Where the kernel build tree for the current inputs lives (no side effects).
 kernel_dir() {
     local deb
-    deb=$(ls "$OXE_CACHE"/kernel-src/${KSRC_PKG}_*_all.deb 2>/dev/null | sort -V | tail -n1) ||
-        true
+    deb=$(kernel_deb)
     [ -n "$deb" ] || die "kernel source not fetched yet: run 'make kernel'"
     local ver
     ver=$(basename "$deb" | sed -e "s/^${KSRC_PKG}_//" -e 's/_all\.deb$//' -e 's/~/-/g')

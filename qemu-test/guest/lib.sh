@@ -73,7 +73,42 @@ net_setup() {
 }
 
 # The ib_core modules come from the kernel build (virtme-ng exposes its modules).
-load_rxe() { # device netdev
-    modprobe rdma_rxe && rdma link add "$1" type rxe netdev "$2"
+# rxe and oxe both bind UDP 4791, so with oxe around rxe goes in netns "peer";
+# ib_core's shared mode still shows the device here.
+load_rxe() { # device netdev [netns]
+    modprobe rdma_rxe || return 1
+    if [ -n "${3:-}" ]; then
+        ip netns exec "$3" rdma link add "$1" type rxe netdev "$2"
+    else
+        rdma link add "$1" type rxe netdev "$2"
+    fi
+}
+
+# The populated GIDs of DEV port 1 as "INDEX GID TYPE" (addresses fill the
+# table from the start: the first 16 entries are plenty here, and reading all
+# 1024 sysfs files is slow under TCG).
+gid_table() {
+    local p=/sys/class/infiniband/$1/ports/1 i t
+    for i in $(seq 0 15); do
+        t=$(cat "$p/gid_attrs/types/$i" 2>/dev/null) || continue
+        echo "$i $(cat "$p/gids/$i") $t"
+    done
+}
+
+# Starts hold_mr.py on DEV in the background (it registers 1 MiB and waits for
+# stdin to close); sets HOLD (the coproc fds) and HOLD_PID (python itself).
+hold_mr() { # dev
+    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python exec /usr/bin/python3 "$GUEST/hold_mr.py" "$1" 2>&1; }
+    local line
+    read -r -t 60 line <&"${HOLD[0]}" || { echo "hold_mr.py did not start"; return 1; }
+    echo "holder: $line"
+    [[ $line == ready* ]]
+}
+
+# Lets the holder deregister and exit.
+release_mr() {
+    eval "exec ${HOLD[1]}>&-"
+    wait "$HOLD_PID" 2>/dev/null
+    true
 }
 

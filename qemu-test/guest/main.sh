@@ -32,7 +32,7 @@ test)
 bench)
     # Same guest, same run, for both devices: only the ratios mean anything.
     net_setup
-    modprobe rdma_rxe && ip netns exec peer rdma link add rxe0 type rxe netdev veth1
+    load_rxe rxe0 veth1 peer
     rdma link add oxe0 type oxe netdev veth0
     for d in oxe0 rxe0; do
         run_suite "bench_mr_$d" "$OXE_TOP/build/mr_bench" "$d" "$OXE_RESULTS/bench-mr-$d.json"

@@ -7,32 +7,6 @@ port_state() { cat "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null; }
 udp_listening() { [[ $(ss -Huln sport = :4791) == *:4791* ]]; }
 fail() { echo "FAIL: $*"; return 1; }
 vm_pin_kb() { awk '/^VmPin:/ { print $2 }' "/proc/$1/status"; }
-# The populated GIDs of DEV port 1 as "INDEX GID TYPE" (addresses fill the
-# table from the start: the first 16 entries are plenty here, and reading all
-# 1024 sysfs files is slow under TCG).
-gid_table() {
-    local p=/sys/class/infiniband/$1/ports/1 i t
-    for i in $(seq 0 15); do
-        t=$(cat "$p/gid_attrs/types/$i" 2>/dev/null) || continue
-        echo "$i $(cat "$p/gids/$i") $t"
-    done
-}
-
-# Starts hold_mr.py on $1 in the background; sets HOLD_PID and HOLD_IN (fd).
-hold_mr() {
-    coproc HOLD { PYTHONPATH=$OXE_RDMA_CORE/build/python exec /usr/bin/python3 "$GUEST/hold_mr.py" "$1" 2>&1; }
-    HOLD_PID=$HOLD_PID
-    local line
-    read -r -t 60 line <&"${HOLD[0]}" || { echo "hold_mr.py did not start"; return 1; }
-    echo "holder: $line"
-    [[ $line == ready* ]]
-}
-
-release_mr() {
-    eval "exec ${HOLD[1]}>&-"
-    wait "$HOLD_PID" 2>/dev/null
-    true
-}
 
 suite_oxe_lifecycle() {
     modprobe -r oxe 2>/dev/null
