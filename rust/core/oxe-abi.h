@@ -18,6 +18,25 @@ enum oxe_uctx_caps {
 	OXE_UCTX_CAP_REREG_ACCESS = 1 << 2,
 };
 
+enum oxe_queue_layout {
+	OXE_QUEUE_PRODUCER = 0,
+	OXE_QUEUE_CONSUMER = 64,
+	OXE_QUEUE_SLOTS = 128,
+};
+
+enum oxe_send_flags {
+	OXE_SEND_FENCE = 1 << 0,
+	OXE_SEND_SIGNALED = 1 << 1,
+	OXE_SEND_SOLICITED = 1 << 2,
+	OXE_SEND_INLINE = 1 << 3,
+};
+
+enum oxe_wc_flags {
+	OXE_WC_GRH = 1 << 0,
+	OXE_WC_WITH_IMM = 1 << 1,
+	OXE_WC_WITH_INV = 1 << 2,
+};
+
 struct oxe_alloc_ucontext_resp {
 	__u32 abi_version;
 	__u32 caps;
@@ -28,6 +47,78 @@ struct oxe_alloc_ucontext_resp {
 struct oxe_reg_mr_resp {
 	__u32 page_shift;
 	__u32 reserved;
+};
+
+struct oxe_queue_map {
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_len;
+	__u32 num_slots;
+	__u32 slot_size;
+};
+
+struct oxe_create_cq_resp {
+	struct oxe_queue_map cq;
+};
+
+struct oxe_create_qp_resp {
+	struct oxe_queue_map sq;
+	struct oxe_queue_map rq;
+	__u32 max_inline;
+	__u32 reserved;
+};
+
+struct oxe_create_srq_resp {
+	struct oxe_queue_map srq;
+	__u32 srq_num;
+	__u32 reserved;
+};
+
+struct oxe_create_ah_resp {
+	__u32 ah_num;
+	__u32 reserved;
+};
+
+struct oxe_send_wqe {
+	__aligned_u64 wr_id;
+	__u32 opcode;
+	__u32 send_flags;
+	__u32 num_sge;
+	__u32 imm_data;
+	__aligned_u64 remote_addr;
+	__u32 rkey;
+	__u32 remote_qpn;
+	__u32 remote_qkey;
+	__u32 ah_num;
+	__aligned_u64 compare_add;
+	__aligned_u64 swap;
+};
+
+struct oxe_recv_wqe {
+	__aligned_u64 wr_id;
+	__u32 num_sge;
+	__u32 reserved;
+};
+
+struct oxe_sge {
+	__aligned_u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+struct oxe_cqe {
+	__aligned_u64 wr_id;
+	__u32 status;
+	__u32 opcode;
+	__u32 vendor_err;
+	__u32 byte_len;
+	__u32 imm_data;
+	__u32 qp_num;
+	__u32 src_qp;
+	__u32 wc_flags;
+	__u32 pkey_index;
+	__u32 network_hdr_type;
+	__aligned_u64 reserved0;
+	__aligned_u64 reserved1;
 };
 
 #endif /* OXE_ABI_USER_H */

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 
 //! The oxe driver-private uverbs ABI: the structs the module copies into
-//! `udata` and the provider reads back.
+//! `udata`, the layout of the queues it maps into user space, and the work
+//! queue and completion entries the two sides exchange through them.
 //!
 //! Both sides compile these definitions from this file, and the C header
-//! the provider's C glue includes (`oxe-abi.h`) is generated from them by
-//! [`write_c_header`]; a unit test compares the generated text with the
-//! checked-in header, so the Rust structs, the C structs and the two
-//! binaries cannot drift apart silently.
+//! (`oxe-abi.h`) is generated from them by [`write_c_header`]; a unit test
+//! compares the generated text with the checked-in header, so the Rust
+//! structs, the C structs and the two binaries cannot drift apart silently.
 //!
 //! ABI rules, all checked at compile time below:
 //!
-//! * `#[repr(C)]`, fields of explicit width only (`u32`), no implicit
+//! * `#[repr(C)]`, fields of explicit width only (`u32`, `u64`), no implicit
 //!   padding: every byte is a named field, so nothing uninitialised can
 //!   leak from kernel to user.
 //! * Sizes are multiples of 8, so a later `u64` field can be appended
@@ -19,6 +19,30 @@
 //!   "shorter or longer udata" compatibility rules keep working.
 //! * Reserved fields are zero when written and ignored when read; they are
 //!   the room future versions grow into.
+//!
+//! Everything crosses as bytes: `to_bytes` builds an image field by field
+//! and `from_bytes` reads one back, so neither side needs unsafe code to
+//! turn a ring slot or a udata buffer into a struct, and a slot that user
+//! space scribbled over is just a struct with odd values, which the kernel
+//! then validates like any other input.
+//!
+//! # Mapped queues
+//!
+//! Every queue (CQ, SQ, RQ, SRQ) is one `mmap`-able buffer: the producer
+//! index at [`OXE_QUEUE_PRODUCER`], the consumer index at
+//! [`OXE_QUEUE_CONSUMER`] (a cache line apart, as the two are written by
+//! different sides), and `num_slots` slots of `slot_size` bytes from
+//! [`OXE_QUEUE_SLOTS`]. Both counts are powers of two. Indices run freely
+//! and wrap at 2^32; slot `i` lives at `i & (num_slots - 1)`. A queue is
+//! empty when the indices are equal and full when they differ by
+//! `num_slots`. The producer fills a slot, then stores the producer index
+//! with release ordering; the consumer loads it with acquire ordering,
+//! reads the slot, then stores the consumer index with release ordering.
+//! Send, receive and SRQ queues are produced by user space and consumed by
+//! the kernel; completion queues the other way round. The kernel never
+//! trusts an index it reads: a producer index more than `num_slots` ahead
+//! of its own consumer index is a broken queue, not a reason to read
+//! outside it.
 
 use core::fmt::Write;
 use core::mem::{offset_of, size_of};
@@ -34,98 +58,62 @@ pub const OXE_UCTX_CAP_REREG_PD: u32 = 1 << 1;
 /// `caps` bit: rereg with IB_MR_REREG_ACCESS is implemented.
 pub const OXE_UCTX_CAP_REREG_ACCESS: u32 = 1 << 2;
 
-/// Reply to `alloc_ucontext`: what the provider needs to know about the
-/// kernel side before it can do anything else.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OxeAllocUcontextResp {
-    /// Must equal [`OXE_ABI_VERSION`]; checked first by the provider.
-    pub abi_version: u32,
-    /// `OXE_UCTX_CAP_*` bits, so the provider can refuse early (or emulate)
-    /// instead of discovering a missing feature through an errno.
-    pub caps: u32,
-    /// Largest inline send the kernel accepts, in bytes.
-    pub max_inline: u32,
-    /// Zero; room to grow.
-    pub reserved: u32,
+/// Byte offset of the producer index (`u32`) in a mapped queue.
+pub const OXE_QUEUE_PRODUCER: u32 = 0;
+/// Byte offset of the consumer index (`u32`) in a mapped queue.
+pub const OXE_QUEUE_CONSUMER: u32 = 64;
+/// Byte offset of slot 0 in a mapped queue.
+pub const OXE_QUEUE_SLOTS: u32 = 128;
+
+/// `OxeSendWqe::send_flags`: the values of `IBV_SEND_*` and `IB_SEND_*`,
+/// which agree.
+pub const OXE_SEND_FENCE: u32 = 1 << 0;
+/// Generate a completion even on a QP without `sq_sig_all`.
+pub const OXE_SEND_SIGNALED: u32 = 1 << 1;
+/// Set the solicited-event bit in the last packet.
+pub const OXE_SEND_SOLICITED: u32 = 1 << 2;
+/// The payload follows the WQE header instead of SGEs; `num_sge` holds
+/// its length in bytes.
+pub const OXE_SEND_INLINE: u32 = 1 << 3;
+
+/// `OxeCqe::wc_flags`: a GRH (the first 40 bytes of a UD receive buffer)
+/// is valid. Translated to `IBV_WC_GRH` / `IB_WC_GRH` by each side, since
+/// the user and kernel flag values differ.
+pub const OXE_WC_GRH: u32 = 1 << 0;
+/// `imm_data` carries immediate data.
+pub const OXE_WC_WITH_IMM: u32 = 1 << 1;
+/// `imm_data` carries the rkey the sender invalidated.
+pub const OXE_WC_WITH_INV: u32 = 1 << 2;
+
+/// A field type the ABI allows, with its byte image (native endian: both
+/// ends of this ABI run on one machine).
+trait AbiField: Copy {
+    const C_TYPE: &'static str;
+    fn put(self, out: &mut [u8], at: usize);
+    fn get(from: &[u8], at: usize) -> Self;
 }
 
-/// Reply to `reg_mr`/`rereg_mr`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OxeRegMrResp {
-    /// log2 of the page size the MR was pinned with, which the provider
-    /// needs for any userspace-side address translation.
-    pub page_shift: u32,
-    /// Zero; room to grow.
-    pub reserved: u32,
+macro_rules! abi_field_int {
+    ($t:ty, $c:literal) => {
+        impl AbiField for $t {
+            const C_TYPE: &'static str = $c;
+            fn put(self, out: &mut [u8], at: usize) {
+                let end = at.wrapping_add(size_of::<$t>());
+                if let Some(dst) = out.get_mut(at..end) {
+                    dst.copy_from_slice(&self.to_ne_bytes());
+                }
+            }
+            fn get(from: &[u8], at: usize) -> Self {
+                let end = at.wrapping_add(size_of::<$t>());
+                from.get(at..end)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, <$t>::from_ne_bytes)
+            }
+        }
+    };
 }
-
-const _: () = assert!(size_of::<OxeAllocUcontextResp>() == 16);
-const _: () = assert!(size_of::<OxeRegMrResp>() == 8);
-const _: () = assert!(size_of::<OxeAllocUcontextResp>() & 7 == 0);
-const _: () = assert!(size_of::<OxeRegMrResp>() & 7 == 0);
-
-impl OxeAllocUcontextResp {
-    /// Size on the wire.
-    pub const SIZE: usize = size_of::<Self>();
-
-    /// Native-endian bytes for `copy_to_user` (both ends of this ABI run on
-    /// the same machine). Built field by field, so it needs no unsafe and
-    /// no padding can leak.
-    pub const fn to_bytes(&self) -> [u8; 16] {
-        let [a0, a1, a2, a3] = self.abi_version.to_ne_bytes();
-        let [c0, c1, c2, c3] = self.caps.to_ne_bytes();
-        let [m0, m1, m2, m3] = self.max_inline.to_ne_bytes();
-        let [r0, r1, r2, r3] = self.reserved.to_ne_bytes();
-        [
-            a0, a1, a2, a3, c0, c1, c2, c3, m0, m1, m2, m3, r0, r1, r2, r3,
-        ]
-    }
-
-    /// Reads a reply. Shorter input than the struct is rejected; longer
-    /// input (from a newer kernel) is accepted and the tail ignored.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        let b = bytes.first_chunk::<16>()?;
-        Some(OxeAllocUcontextResp {
-            abi_version: get_u32(b, 0),
-            caps: get_u32(b, 4),
-            max_inline: get_u32(b, 8),
-            reserved: get_u32(b, 12),
-        })
-    }
-}
-
-impl OxeRegMrResp {
-    /// Size on the wire.
-    pub const SIZE: usize = size_of::<Self>();
-
-    /// Native-endian bytes for `copy_to_user`; see
-    /// [`OxeAllocUcontextResp::to_bytes`].
-    pub const fn to_bytes(&self) -> [u8; 8] {
-        let [p0, p1, p2, p3] = self.page_shift.to_ne_bytes();
-        let [r0, r1, r2, r3] = self.reserved.to_ne_bytes();
-        [p0, p1, p2, p3, r0, r1, r2, r3]
-    }
-
-    /// Reads a reply; see [`OxeAllocUcontextResp::from_bytes`].
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        let b = bytes.first_chunk::<8>()?;
-        Some(OxeRegMrResp {
-            page_shift: get_u32(b, 0),
-            reserved: get_u32(b, 4),
-        })
-    }
-}
-
-/// Loads a u32 from byte `at` of `b`; missing bytes read as zero.
-fn get_u32<const N: usize>(b: &[u8; N], at: usize) -> u32 {
-    let mut v = [0u8; 4];
-    for (i, byte) in v.iter_mut().enumerate() {
-        *byte = b.get(at.wrapping_add(i)).copied().unwrap_or(0);
-    }
-    u32::from_ne_bytes(v)
-}
+abi_field_int!(u32, "__u32");
+abi_field_int!(u64, "__aligned_u64");
 
 /// One field of a C struct, as the header generator needs it.
 struct CField {
@@ -142,44 +130,254 @@ struct CStruct {
     fields: &'static [CField],
 }
 
-/// Describes a `u32` field. The nested function fails to compile if the
-/// field is not a `u32`, and `offset_of!` if it does not exist, so the
-/// description cannot disagree with the Rust struct.
-macro_rules! u32_field {
-    ($ty:ty, $field:ident) => {{
-        #[allow(dead_code)]
-        fn field_is_u32(s: &$ty) -> u32 {
-            s.$field
+/// Defines ABI structs: the Rust struct, its byte image in both
+/// directions, and its description for the C header. The description is
+/// derived from the same tokens as the struct, so the two cannot disagree.
+macro_rules! abi_structs {
+    ($(
+        $(#[$meta:meta])*
+        $c_name:literal => pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident: $ty:ty, )*
         }
-        CField {
-            name: stringify!($field),
-            c_type: "__u32",
-            offset: offset_of!($ty, $field),
-            size: size_of::<u32>(),
-        }
-    }};
+    )*) => {
+        $(
+            $(#[$meta])*
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            pub struct $name {
+                $( $(#[$fmeta])* pub $field: $ty, )*
+            }
+
+            impl $name {
+                /// Size of the byte image.
+                pub const SIZE: usize = size_of::<$name>();
+
+                /// The byte image, built field by field (no padding exists
+                /// to leak, and no unsafe is needed).
+                pub fn to_bytes(&self) -> [u8; size_of::<$name>()] {
+                    let mut out = [0u8; size_of::<$name>()];
+                    self.write_to(&mut out);
+                    out
+                }
+
+                /// Writes the byte image to the start of `out`; a shorter
+                /// `out` receives the fields that fit whole.
+                pub fn write_to(&self, out: &mut [u8]) {
+                    $( AbiField::put(self.$field, out, offset_of!($name, $field)); )*
+                }
+
+                /// Reads an image. Input shorter than the struct is
+                /// refused; longer input (from a newer peer) is accepted
+                /// and the tail ignored.
+                pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+                    if bytes.len() < Self::SIZE {
+                        return None;
+                    }
+                    Some($name {
+                        $( $field: AbiField::get(bytes, offset_of!($name, $field)), )*
+                    })
+                }
+            }
+
+            const _: () = assert!(size_of::<$name>() & 7 == 0);
+        )*
+
+        const STRUCTS: &[CStruct] = &[$(
+            CStruct {
+                name: $c_name,
+                size: size_of::<$name>(),
+                fields: &[$(
+                    CField {
+                        name: stringify!($field),
+                        c_type: <$ty as AbiField>::C_TYPE,
+                        offset: offset_of!($name, $field),
+                        size: size_of::<$ty>(),
+                    },
+                )*],
+            },
+        )*];
+    };
 }
 
-const STRUCTS: [CStruct; 2] = [
-    CStruct {
-        name: "oxe_alloc_ucontext_resp",
-        size: size_of::<OxeAllocUcontextResp>(),
-        fields: &[
-            u32_field!(OxeAllocUcontextResp, abi_version),
-            u32_field!(OxeAllocUcontextResp, caps),
-            u32_field!(OxeAllocUcontextResp, max_inline),
-            u32_field!(OxeAllocUcontextResp, reserved),
-        ],
-    },
-    CStruct {
-        name: "oxe_reg_mr_resp",
-        size: size_of::<OxeRegMrResp>(),
-        fields: &[
-            u32_field!(OxeRegMrResp, page_shift),
-            u32_field!(OxeRegMrResp, reserved),
-        ],
-    },
-];
+abi_structs! {
+    /// Reply to `alloc_ucontext`: what the provider needs to know about the
+    /// kernel side before it can do anything else.
+    "oxe_alloc_ucontext_resp" => pub struct OxeAllocUcontextResp {
+        /// Must equal [`OXE_ABI_VERSION`]; checked first by the provider.
+        pub abi_version: u32,
+        /// `OXE_UCTX_CAP_*` bits, so the provider can refuse early (or
+        /// emulate) instead of discovering a missing feature through an errno.
+        pub caps: u32,
+        /// Largest inline send the kernel accepts, in bytes.
+        pub max_inline: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Reply to `reg_mr`/`rereg_mr`.
+    "oxe_reg_mr_resp" => pub struct OxeRegMrResp {
+        /// log2 of the page size the MR was pinned with, which the provider
+        /// needs for any userspace-side address translation.
+        pub page_shift: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Where one mapped queue is and how it is cut into slots.
+    "oxe_queue_map" => pub struct OxeQueueMap {
+        /// The `offset` argument for `mmap` on the verbs file descriptor.
+        pub mmap_offset: u64,
+        /// The length to map, in bytes (a multiple of the page size).
+        pub mmap_len: u64,
+        /// Number of slots, a power of two.
+        pub num_slots: u32,
+        /// Bytes per slot, a power of two.
+        pub slot_size: u32,
+    }
+
+    /// Reply to `create_cq`.
+    "oxe_create_cq_resp" => pub struct OxeCreateCqResp {
+        /// The completion ring, `num_slots` entries of [`OxeCqe`].
+        pub cq: OxeQueueMap,
+    }
+
+    /// Reply to `create_qp`. A QP on an SRQ has an RQ of zero slots that
+    /// must not be mapped.
+    "oxe_create_qp_resp" => pub struct OxeCreateQpResp {
+        /// The send ring: [`OxeSendWqe`] headers, each followed by SGEs or
+        /// inline data.
+        pub sq: OxeQueueMap,
+        /// The receive ring: [`OxeRecvWqe`] headers, each followed by SGEs.
+        pub rq: OxeQueueMap,
+        /// Largest inline payload one send slot holds.
+        pub max_inline: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Reply to `create_srq`.
+    "oxe_create_srq_resp" => pub struct OxeCreateSrqResp {
+        /// The shared receive ring, laid out like a QP's RQ.
+        pub srq: OxeQueueMap,
+        /// The SRQ number (for XRC; reported for completeness).
+        pub srq_num: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Reply to `create_ah`.
+    "oxe_create_ah_resp" => pub struct OxeCreateAhResp {
+        /// What a UD send names the AH by in [`OxeSendWqe::ah_num`].
+        pub ah_num: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// The header of a send-queue slot. `num_sge` [`OxeSge`] entries follow
+    /// it, or, with [`OXE_SEND_INLINE`], `num_sge` bytes of payload.
+    "oxe_send_wqe" => pub struct OxeSendWqe {
+        /// Returned in the completion.
+        pub wr_id: u64,
+        /// `IBV_WR_*` (equal to `IB_WR_*` for every opcode oxe speaks).
+        pub opcode: u32,
+        /// `OXE_SEND_*` bits.
+        pub send_flags: u32,
+        /// SGE count, or the inline length in bytes.
+        pub num_sge: u32,
+        /// Immediate data as it goes on the wire (big endian), or the
+        /// rkey to invalidate for SEND_WITH_INV.
+        pub imm_data: u32,
+        /// RDMA and atomic: the remote virtual address.
+        pub remote_addr: u64,
+        /// RDMA and atomic: the remote key.
+        pub rkey: u32,
+        /// UD: the destination QP number.
+        pub remote_qpn: u32,
+        /// UD: the destination Q_Key.
+        pub remote_qkey: u32,
+        /// UD: the address handle, as `create_ah` numbered it.
+        pub ah_num: u32,
+        /// Atomic: the compare value (CAS) or the addend (fetch-and-add).
+        pub compare_add: u64,
+        /// Atomic: the swap value (CAS).
+        pub swap: u64,
+    }
+
+    /// The header of a receive-queue slot; `num_sge` [`OxeSge`] follow.
+    "oxe_recv_wqe" => pub struct OxeRecvWqe {
+        /// Returned in the completion.
+        pub wr_id: u64,
+        /// SGE count.
+        pub num_sge: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// One scatter/gather element, as in `ibv_sge`.
+    "oxe_sge" => pub struct OxeSge {
+        /// Start address, in the MR's address space (its iova).
+        pub addr: u64,
+        /// Length in bytes.
+        pub length: u32,
+        /// Local key of the MR that covers it.
+        pub lkey: u32,
+    }
+
+    /// One completion-queue slot.
+    "oxe_cqe" => pub struct OxeCqe {
+        /// From the work request.
+        pub wr_id: u64,
+        /// `IBV_WC_*` status (equal to `IB_WC_*`).
+        pub status: u32,
+        /// `IBV_WC_*` opcode (equal to `IB_WC_*`).
+        pub opcode: u32,
+        /// oxe's detail for an error status, for `vendor_err`.
+        pub vendor_err: u32,
+        /// Bytes received (receives) or transferred (reads, atomics).
+        pub byte_len: u32,
+        /// Immediate data as on the wire, or the invalidated rkey.
+        pub imm_data: u32,
+        /// The local QP.
+        pub qp_num: u32,
+        /// UD receives: the sender's QP.
+        pub src_qp: u32,
+        /// `OXE_WC_*` bits.
+        pub wc_flags: u32,
+        /// P_Key index (always 0 on RoCE).
+        pub pkey_index: u32,
+        /// UD receives: the GRH's network header type
+        /// (`RDMA_NETWORK_IPV4` = 1 or `RDMA_NETWORK_IPV6` = 2 for RoCE v2).
+        pub network_hdr_type: u32,
+        /// Zero; room to grow.
+        pub reserved0: u64,
+        /// Zero; room to grow.
+        pub reserved1: u64,
+    }
+}
+
+/// A nested ABI struct is a field too: its C type is the struct.
+impl AbiField for OxeQueueMap {
+    const C_TYPE: &'static str = "struct oxe_queue_map";
+    fn put(self, out: &mut [u8], at: usize) {
+        if let Some(dst) = out.get_mut(at..) {
+            self.write_to(dst);
+        }
+    }
+    fn get(from: &[u8], at: usize) -> Self {
+        from.get(at..)
+            .and_then(OxeQueueMap::from_bytes)
+            .unwrap_or_default()
+    }
+}
+
+// The two indices sit on cache lines of their own, and slots start on one.
+const _: () = assert!(OXE_QUEUE_CONSUMER - OXE_QUEUE_PRODUCER >= 64);
+const _: () = assert!(OXE_QUEUE_SLOTS - OXE_QUEUE_CONSUMER >= 64);
+const _: () = assert!(OXE_QUEUE_SLOTS % 64 == 0);
+const _: () = assert!(OxeSendWqe::SIZE == 64);
+const _: () = assert!(OxeRecvWqe::SIZE == 16);
+const _: () = assert!(OxeSge::SIZE == 16);
+const _: () = assert!(OxeCqe::SIZE == 64);
 
 /// Whether the fields are in offset order, back to back from 0, and fill
 /// the struct exactly: i.e. there is no implicit padding the C header
@@ -198,10 +396,9 @@ const fn is_dense(s: &CStruct) -> bool {
 }
 
 const _: () = {
-    let mut rest = STRUCTS.as_slice();
+    let mut rest = STRUCTS;
     while let [s, tail @ ..] = rest {
         assert!(is_dense(s));
-        assert!(s.size & 7 == 0);
         rest = tail;
     }
 };
@@ -227,17 +424,53 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
          \n",
     )?;
     writeln!(out, "#define OXE_ABI_VERSION {OXE_ABI_VERSION}")?;
-    out.write_str("\n")?;
-    out.write_str("enum oxe_uctx_caps {\n")?;
-    for (name, value) in [
-        ("OXE_UCTX_CAP_REREG_TRANS", OXE_UCTX_CAP_REREG_TRANS),
-        ("OXE_UCTX_CAP_REREG_PD", OXE_UCTX_CAP_REREG_PD),
-        ("OXE_UCTX_CAP_REREG_ACCESS", OXE_UCTX_CAP_REREG_ACCESS),
-    ] {
-        writeln!(out, "\t{name} = 1 << {},", value.trailing_zeros())?;
+    let enums: [(&str, &[(&str, u32)]); 4] = [
+        (
+            "oxe_uctx_caps",
+            &[
+                ("OXE_UCTX_CAP_REREG_TRANS", OXE_UCTX_CAP_REREG_TRANS),
+                ("OXE_UCTX_CAP_REREG_PD", OXE_UCTX_CAP_REREG_PD),
+                ("OXE_UCTX_CAP_REREG_ACCESS", OXE_UCTX_CAP_REREG_ACCESS),
+            ],
+        ),
+        (
+            "oxe_queue_layout",
+            &[
+                ("OXE_QUEUE_PRODUCER", OXE_QUEUE_PRODUCER),
+                ("OXE_QUEUE_CONSUMER", OXE_QUEUE_CONSUMER),
+                ("OXE_QUEUE_SLOTS", OXE_QUEUE_SLOTS),
+            ],
+        ),
+        (
+            "oxe_send_flags",
+            &[
+                ("OXE_SEND_FENCE", OXE_SEND_FENCE),
+                ("OXE_SEND_SIGNALED", OXE_SEND_SIGNALED),
+                ("OXE_SEND_SOLICITED", OXE_SEND_SOLICITED),
+                ("OXE_SEND_INLINE", OXE_SEND_INLINE),
+            ],
+        ),
+        (
+            "oxe_wc_flags",
+            &[
+                ("OXE_WC_GRH", OXE_WC_GRH),
+                ("OXE_WC_WITH_IMM", OXE_WC_WITH_IMM),
+                ("OXE_WC_WITH_INV", OXE_WC_WITH_INV),
+            ],
+        ),
+    ];
+    for (name, values) in enums {
+        writeln!(out, "\nenum {name} {{")?;
+        for (n, v) in values {
+            if name == "oxe_queue_layout" {
+                writeln!(out, "\t{n} = {v},")?;
+            } else {
+                writeln!(out, "\t{n} = 1 << {},", v.trailing_zeros())?;
+            }
+        }
+        out.write_str("};\n")?;
     }
-    out.write_str("};\n")?;
-    for s in &STRUCTS {
+    for s in STRUCTS {
         writeln!(out, "\nstruct {} {{", s.name)?;
         for f in s.fields {
             writeln!(out, "\t{} {};", f.c_type, f.name)?;
@@ -249,10 +482,7 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        write_c_header, OxeAllocUcontextResp, OxeRegMrResp, OXE_ABI_VERSION,
-        OXE_UCTX_CAP_REREG_ACCESS, OXE_UCTX_CAP_REREG_PD, OXE_UCTX_CAP_REREG_TRANS, STRUCTS,
-    };
+    use super::*;
     use std::string::String;
 
     #[test]
@@ -274,10 +504,10 @@ mod tests {
         assert!(h.contains("#include <linux/types.h>"));
         assert!(h.contains("#ifndef OXE_ABI_USER_H"));
         assert!(h.contains("#define OXE_ABI_VERSION 1\n"));
-        for s in &STRUCTS {
+        for s in STRUCTS {
             assert!(h.contains(&std::format!("struct {} {{", s.name)));
             for f in s.fields {
-                assert!(h.contains(&std::format!("\t__u32 {};", f.name)));
+                assert!(h.contains(&std::format!("\t{} {};", f.c_type, f.name)));
             }
         }
     }
@@ -311,17 +541,78 @@ mod tests {
     }
 
     #[test]
-    fn caps_are_distinct_bits() {
-        let caps = [
-            OXE_UCTX_CAP_REREG_TRANS,
-            OXE_UCTX_CAP_REREG_PD,
-            OXE_UCTX_CAP_REREG_ACCESS,
-        ];
-        for (i, a) in caps.iter().enumerate() {
-            assert_eq!(a.count_ones(), 1);
-            for b in &caps[i + 1..] {
-                assert_eq!(a & b, 0);
+    fn nested_and_u64_fields_round_trip() {
+        let q = OxeCreateQpResp {
+            sq: OxeQueueMap {
+                mmap_offset: 0x1122_3344_5566_7788,
+                mmap_len: 8192,
+                num_slots: 64,
+                slot_size: 256,
+            },
+            rq: OxeQueueMap {
+                mmap_offset: 0x9000,
+                mmap_len: 4096,
+                num_slots: 16,
+                slot_size: 64,
+            },
+            max_inline: 128,
+            reserved: 0,
+        };
+        let b = q.to_bytes();
+        assert_eq!(&b[0..8], &0x1122_3344_5566_7788u64.to_ne_bytes());
+        assert_eq!(&b[24..32], &0x9000u64.to_ne_bytes());
+        assert_eq!(OxeCreateQpResp::from_bytes(&b), Some(q));
+
+        let w = OxeSendWqe {
+            wr_id: u64::MAX,
+            opcode: 4,
+            send_flags: OXE_SEND_SIGNALED | OXE_SEND_INLINE,
+            num_sge: 3,
+            imm_data: 0xdead_beef,
+            remote_addr: 0x1000,
+            rkey: 7,
+            remote_qpn: 0x11,
+            remote_qkey: 0x8001_0000,
+            ah_num: 9,
+            compare_add: 1,
+            swap: 2,
+        };
+        assert_eq!(OxeSendWqe::from_bytes(&w.to_bytes()), Some(w));
+        let c = OxeCqe {
+            wr_id: 5,
+            status: 1,
+            opcode: 128,
+            byte_len: 4096,
+            wc_flags: OXE_WC_GRH | OXE_WC_WITH_IMM,
+            network_hdr_type: 2,
+            ..Default::default()
+        };
+        assert_eq!(OxeCqe::from_bytes(&c.to_bytes()), Some(c));
+    }
+
+    #[test]
+    fn flag_sets_are_distinct_bits() {
+        for caps in [
+            &[
+                OXE_UCTX_CAP_REREG_TRANS,
+                OXE_UCTX_CAP_REREG_PD,
+                OXE_UCTX_CAP_REREG_ACCESS,
+            ][..],
+            &[
+                OXE_SEND_FENCE,
+                OXE_SEND_SIGNALED,
+                OXE_SEND_SOLICITED,
+                OXE_SEND_INLINE,
+            ],
+            &[OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV],
+        ] {
+            for (i, a) in caps.iter().enumerate() {
+                assert_eq!(a.count_ones(), 1);
+                for b in &caps[i + 1..] {
+                    assert_eq!(a & b, 0);
+                }
             }
         }
     }
+
 }
