@@ -43,6 +43,10 @@ install_module() {
     depmod -b "$mods" 0.0.0
 }
 [ -f "$OXE_TOP/oxe.ko" ] || die "oxe.ko not built: run 'make module'"
+# One guest at a time per machine: the module directory is shared by every
+# checkout, and two TCG guests on two cores would only slow each other down.
+exec 9>"$OXE_CACHE/vm.lock"
+flock 9
 install_module
 
 acc=$(accel)
