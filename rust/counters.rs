@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 8] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 10] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -15,6 +15,8 @@ pub(crate) const NAMES: [&core::ffi::CStr; 8] = [
     c"pin_failures",
     c"pd_active",
     c"ucontext_active",
+    c"rx_packets",
+    c"rx_dropped",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -29,6 +31,10 @@ pub(crate) struct Counters {
     pub(crate) pin_failures: AtomicU64,
     pub(crate) pd_active: AtomicU64,
     pub(crate) ucontext_active: AtomicU64,
+    /// RoCE packets delivered to a QP.
+    pub(crate) rx_packets: AtomicU64,
+    /// Packets dropped: bad ICRC, malformed, or for no QP.
+    pub(crate) rx_dropped: AtomicU64,
 }
 
 impl Counters {
@@ -43,6 +49,8 @@ impl Counters {
             &self.pin_failures,
             &self.pd_active,
             &self.ucontext_active,
+            &self.rx_packets,
+            &self.rx_dropped,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

@@ -14,7 +14,18 @@ use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::sync::Arc;
 
+use crate::av::Ah;
 use crate::bindings as b;
+use crate::ib::pkt::RxPacket;
+use crate::ib::work::{RxQueue, WorkFn};
+use crate::qp::Qp;
+use crate::table::Table;
+
+impl WorkFn for OxeDevice {
+    fn run(&self) {
+        self.drain_rx();
+    }
+}
 
 /// Vendor id reported by query_device: 0xffffff, "no OUI", as soft devices use.
 const VENDOR_ID: u32 = 0x00ff_ffff;
@@ -27,6 +38,9 @@ const GID_TABLE_LEN: i32 = 1024;
 /// Largest MRs oxe tracks: every 24-bit key index but 0.
 const MAX_MR: u32 = Key::MAX_INDEX;
 const MAX_PD: u32 = 1 << 20;
+const MAX_QP: u32 = 1 << 16;
+const MAX_CQ: u32 = 1 << 16;
+const MAX_SRQ: u32 = 1 << 14;
 /// RoCE v2 headers around a packet's payload in the worst case (IPv6 40, UDP 8,
 /// BTH 12, RETH 16, ICRC 4), which the netdev MTU must also fit.
 const ROCE_OVERHEAD: u32 = 80;
@@ -34,6 +48,12 @@ const ROCE_OVERHEAD: u32 = 80;
 /// The state oxe keeps for one device. Field order is drop order: the sockets
 /// go before the netdev reference that keeps their namespace alive.
 pub(crate) struct OxeDevice {
+    /// First: its work is cancelled before anything it uses goes.
+    rxq: Option<RxQueue>,
+    /// Live QPs by number.
+    pub(crate) qps: Pin<KBox<Table<Qp>>>,
+    /// User address handles by number.
+    pub(crate) ahs: Pin<KBox<Table<Ah>>>,
     /// /sys/kernel/debug/oxe/<name>/, holding one file per MR.
     pub(crate) debugfs: Option<Entry>,
     _sockets: PortSockets,
@@ -50,8 +70,11 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
     if crate::ib::device::exists_on(&ndev) {
         return Err(EEXIST);
     }
-    let drv = KBox::new(
+    let mut drv = KBox::new(
         OxeDevice {
+            rxq: None,
+            qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,
+            ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,
             debugfs: crate::ib::debugfs::device_dir(name),
             _sockets: PortSockets::get(&ndev)?,
             keys: KeyTable::new()?,
@@ -61,6 +84,9 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
         },
         GFP_KERNEL,
     )?;
+    // SAFETY: the queue is a field of `*drv`, declared first (dropped, so
+    // cancelled, before the rest), and the box does not move its contents.
+    drv.rxq = Some(unsafe { RxQueue::new::<OxeDevice>(&*drv) }?);
     crate::ib::device::register(name, drv)
 }
 
@@ -77,8 +103,7 @@ fn ib_mtu_for(netdev_mtu: u32) -> b::ib_mtu {
 }
 
 impl OxeDevice {
-    /// Device attributes. Honest: only what is implemented is advertised; the
-    /// queue limits stay 0 until oxe has queues.
+    /// Device attributes. Honest: only what is implemented is advertised.
     pub(crate) fn query_device(&self, attr: &mut b::ib_device_attr) {
         *attr = Default::default();
         attr.fw_ver = FW_VERSION;
@@ -90,8 +115,26 @@ impl OxeDevice {
         attr.max_mr = MAX_MR;
         attr.max_pd = MAX_PD;
         attr.max_pkeys = 1;
-        attr.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
+        attr.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
         attr.masked_atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
+        attr.max_qp = MAX_QP;
+        attr.max_qp_wr = crate::qp::MAX_WR;
+        attr.max_send_sge = crate::qp::MAX_SGE;
+        attr.max_recv_sge = crate::qp::MAX_SGE;
+        attr.max_sge_rd = crate::qp::MAX_SGE;
+        attr.max_cq = MAX_CQ;
+        attr.max_cqe = crate::cq::MAX_CQE;
+        attr.max_qp_rd_atom = crate::qp::MAX_RD_ATOMIC;
+        attr.max_qp_init_rd_atom = crate::qp::MAX_RD_ATOMIC;
+        attr.max_res_rd_atom = crate::qp::MAX_RD_ATOMIC * 1024;
+        attr.max_srq = MAX_SRQ;
+        attr.max_srq_wr = crate::qp::MAX_WR;
+        attr.max_srq_sge = crate::qp::MAX_SGE;
+        attr.max_ah = i32::MAX as u32;
+        attr.max_pkeys = 1;
+        attr.local_ca_ack_delay = 15;
+        attr.device_cap_flags = b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64
+            | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64;
         // `rdma link delete` may remove the device.
         attr.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     }
@@ -126,13 +169,24 @@ impl OxeDevice {
         Ok(())
     }
 
+    /// Queues a received packet for the receive work.
+    pub(crate) fn deliver(&self, pkt: RxPacket) {
+        if let Some(q) = &self.rxq {
+            q.push(pkt);
+        }
+    }
+
+    pub(crate) fn rx(&self) -> Option<&RxQueue> {
+        self.rxq.as_ref()
+    }
+
     pub(crate) fn alloc_ucontext(&self, udata: &UData) -> Result {
         let resp = OxeAllocUcontextResp {
             abi_version: abi::OXE_ABI_VERSION,
             caps: abi::OXE_UCTX_CAP_REREG_TRANS
                 | abi::OXE_UCTX_CAP_REREG_PD
                 | abi::OXE_UCTX_CAP_REREG_ACCESS,
-            max_inline: 0,
+            max_inline: crate::qp::MAX_INLINE,
             reserved: 0,
         };
         udata.respond(&resp.to_bytes())?;

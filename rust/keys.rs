@@ -70,7 +70,6 @@ impl KeyTable {
     }
 
     /// The MR `key` names, if the key is current.
-    #[allow(dead_code)] // the data path's lookup; used from the next milestone on
     pub(crate) fn lookup(&self, key: u32) -> Option<Arc<Mr>> {
         let key = Key::from_raw(key);
         let guard = self.xa.lock();

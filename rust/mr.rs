@@ -14,7 +14,7 @@ use crate::ib::umem::Umem;
 use crate::oxe_core::abi::OxeRegMrResp;
 use crate::oxe_core::key::Key;
 use crate::oxe_core::rereg::{self, ReregFlags};
-use crate::oxe_core::{Access, Range};
+use crate::oxe_core::{Access, AccessOp, Range};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
@@ -152,6 +152,51 @@ impl Mr {
             key_index: Key::from_raw(self.lkey()).index(),
             access: st.access.bits(),
         }
+    }
+}
+
+/// Why a data-path access to an MR was refused; the caller turns it into a
+/// local protection error or a remote access NAK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// The MR belongs to another PD than the QP.
+    Pd,
+    /// The MR's access rights do not include the operation.
+    Rights,
+    /// The span is not entirely inside the MR.
+    Bounds,
+    /// An atomic on an address that is not 8-byte aligned.
+    Alignment,
+}
+
+impl Mr {
+    /// Checks an access of `len` bytes at `iova` for `op` through a QP of
+    /// PD `pd`, then runs `f` with the pinned pages and the byte offset of
+    /// `iova` in them, under the MR's lock (so a concurrent rereg can
+    /// neither move the pages nor change the rights halfway through).
+    pub(crate) fn access<R>(
+        &self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        op: AccessOp,
+        f: impl FnOnce(&Umem, u64) -> Result<R>,
+    ) -> core::result::Result<Result<R>, Denied> {
+        let st = self.state.lock();
+        if st.pd != pd {
+            return Err(Denied::Pd);
+        }
+        if !st.access.permits(op) {
+            return Err(Denied::Rights);
+        }
+        if !st.range.contains(iova, len) {
+            return Err(Denied::Bounds);
+        }
+        if op == AccessOp::RemoteAtomic && iova % 8 != 0 {
+            return Err(Denied::Alignment);
+        }
+        let off = iova - st.range.iova();
+        Ok(f(&st.pages.umem, off))
     }
 }
 

@@ -6,12 +6,18 @@
 //! netdev notifier, and on unload removes every oxe device. Each concern has a
 //! file of its own: `device.rs` (attributes, creation), `mr.rs` (memory
 //! registration), `keys.rs` (lkey/rkey table), `net.rs` (UDP port 4791),
-//! `counters.rs`; `ib/` is the only code that touches C.
+//! `counters.rs`; the data path: `cq.rs`, `qp.rs`, `srq.rs`, `av.rs`,
+//! `req.rs` (requester and completer), `resp.rs` (responder), `recv.rs`
+//! (receive dispatch), `tx.rs` (packet building), `xfer.rs` (every memory
+//! access checked against the registration rules), `wr.rs` (work requests
+//! and completions); `ib/` is the only code that touches C.
 
 use kernel::prelude::*;
 
+mod av;
 mod bindings;
 mod counters;
+mod cq;
 mod device;
 mod ib;
 mod keys;
@@ -19,6 +25,15 @@ mod mr;
 mod net;
 #[path = "core/src/lib.rs"]
 pub mod oxe_core;
+mod qp;
+mod recv;
+mod req;
+mod resp;
+mod srq;
+mod table;
+mod tx;
+mod wr;
+mod xfer;
 
 module! {
     type: OxeModule,
@@ -38,6 +53,7 @@ struct OxeModule {
 impl kernel::Module for OxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         net::init();
+        ib::work::init()?;
         ib::debugfs::init_root();
         let notifier = ib::netdev::Notifier::register()?;
         let link = ib::link::LinkOps::register()?;
@@ -56,6 +72,7 @@ impl Drop for OxeModule {
         drop(self.link.take());
         ib::device::unregister_all();
         drop(self.notifier.take());
+        ib::work::exit();
         ib::debugfs::remove_root();
         pr_info!("unloaded\n");
     }

@@ -9,6 +9,15 @@
 #include <rdma/rdma_netlink.h>
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
+#include <linux/if_vlan.h>
+#include <linux/highmem.h>
+#include <linux/vmalloc.h>
+#include <linux/workqueue.h>
+#include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/route.h>
+#include <net/ipv6.h>
+#include <net/udp.h>
 #include "shim.h"
 
 /* Implemented in Rust (rust/ib/debugfs.rs): prints one MR's translation. */
@@ -193,4 +202,400 @@ static const struct file_operations oxe_mr_fops = {
 struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr)
 {
 	return debugfs_create_file(name, 0400, parent, mr, &oxe_mr_fops);
+}
+
+/* ---- Data path ---- */
+
+void *oxe_shim_vmalloc_user(size_t len)
+{
+	return vmalloc_user(len);
+}
+
+void oxe_shim_vfree(void *addr)
+{
+	vfree(addr);
+}
+
+int oxe_shim_mmap_insert(struct ib_ucontext *uctx, struct rdma_user_mmap_entry *entry,
+			 size_t len, u64 *offset)
+{
+	int err = rdma_user_mmap_entry_insert(uctx, entry, len);
+
+	if (!err)
+		*offset = rdma_user_mmap_get_offset(entry);
+	return err;
+}
+
+int oxe_shim_remap_vmalloc(struct vm_area_struct *vma, void *addr)
+{
+	return remap_vmalloc_range(vma, addr, 0);
+}
+
+void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, bool to_page)
+{
+	void *va = kmap_local_pfn(pfn);
+
+	if (to_page)
+		memcpy(va + off, buf, len);
+	else
+		memcpy(buf, va + off, len);
+	kunmap_local(va);
+}
+
+/* IBTA atomics must be atomic against each other; one lock, as a soft device can. */
+static DEFINE_SPINLOCK(oxe_atomic_lock);
+
+u64 oxe_shim_pfn_atomic(unsigned long pfn, size_t off, bool cas, u64 cmp_add, u64 swap)
+{
+	u64 *p, orig;
+	void *va = kmap_local_pfn(pfn);
+
+	p = va + off;
+	spin_lock_bh(&oxe_atomic_lock);
+	orig = READ_ONCE(*p);
+	if (cas) {
+		if (orig == cmp_add)
+			WRITE_ONCE(*p, swap);
+	} else {
+		WRITE_ONCE(*p, orig + cmp_add);
+	}
+	spin_unlock_bh(&oxe_atomic_lock);
+	kunmap_local(va);
+	return orig;
+}
+
+void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva)
+{
+	if (to_kva)
+		memcpy((void *)(uintptr_t)kva, buf, len);
+	else
+		memcpy(buf, (void *)(uintptr_t)kva, len);
+}
+
+void oxe_shim_av_from_attr(const struct rdma_ah_attr *attr, struct oxe_av *av)
+{
+	const struct ib_global_route *grh = rdma_ah_read_grh(attr);
+	const struct ib_gid_attr *sgid = grh->sgid_attr;
+
+	memset(av, 0, sizeof(*av));
+	if (!(rdma_ah_get_ah_flags(attr) & IB_AH_GRH) || !sgid)
+		return;
+	memcpy(av->dgid, grh->dgid.raw, 16);
+	memcpy(av->sgid, sgid->gid.raw, 16);
+	av->flow_label = grh->flow_label;
+	av->traffic_class = grh->traffic_class;
+	av->hop_limit = grh->hop_limit;
+	av->ipv6 = rdma_gid_attr_network_type(sgid) == RDMA_NETWORK_IPV6;
+	av->valid = 1;
+}
+
+struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
+				  unsigned int len, u8 **payload, bool *local, int *err)
+{
+	struct net *net = dev_net(ndev);
+	struct dst_entry *dst;
+	struct sk_buff *skb;
+	struct udphdr *uh;
+	unsigned int hdr = av->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
+
+	if (av->ipv6) {
+		struct flowi6 fl6 = {};
+
+		fl6.flowi6_oif = ndev->ifindex;
+		memcpy(&fl6.saddr, av->sgid, 16);
+		memcpy(&fl6.daddr, av->dgid, 16);
+		fl6.flowi6_proto = IPPROTO_UDP;
+		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+		if (IS_ERR(dst)) {
+			*err = PTR_ERR(dst);
+			return NULL;
+		}
+		if (dst->error) {
+			*err = dst->error;
+			dst_release(dst);
+			return NULL;
+		}
+		*local = dst->dev->flags & IFF_LOOPBACK;
+	} else {
+		struct flowi4 fl = {};
+		struct rtable *rt;
+
+		fl.flowi4_oif = ndev->ifindex;
+		memcpy(&fl.saddr, av->sgid + 12, 4);
+		memcpy(&fl.daddr, av->dgid + 12, 4);
+		fl.flowi4_proto = IPPROTO_UDP;
+		rt = ip_route_output_key(net, &fl);
+		if (IS_ERR(rt)) {
+			*err = PTR_ERR(rt);
+			return NULL;
+		}
+		dst = &rt->dst;
+		*local = rt->rt_type == RTN_LOCAL;
+	}
+
+	skb = alloc_skb(LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh) + len + ndev->needed_tailroom,
+			GFP_KERNEL);
+	if (!skb) {
+		dst_release(dst);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	skb_reserve(skb, LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh));
+	*payload = skb_put(skb, len);
+	skb->dev = ndev;
+	skb->protocol = av->ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
+	skb->ip_summed = CHECKSUM_NONE;
+
+	__skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh = udp_hdr(skb);
+	uh->source = htons(sport);
+	uh->dest = htons(4791);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	skb_dst_set(skb, dst);
+	__skb_push(skb, hdr);
+	skb_reset_network_header(skb);
+	if (av->ipv6) {
+		struct ipv6hdr *ip6 = ipv6_hdr(skb);
+
+		ip6_flow_hdr(ip6, av->traffic_class, htonl(av->flow_label));
+		ip6->payload_len = htons(skb->len - sizeof(*ip6));
+		ip6->nexthdr = IPPROTO_UDP;
+		ip6->hop_limit = av->hop_limit ? av->hop_limit : 64;
+		memcpy(&ip6->saddr, av->sgid, 16);
+		memcpy(&ip6->daddr, av->dgid, 16);
+	} else {
+		struct iphdr *iph = ip_hdr(skb);
+
+		iph->version = IPVERSION;
+		iph->ihl = sizeof(*iph) >> 2;
+		iph->tot_len = htons(skb->len);
+		iph->frag_off = htons(IP_DF);
+		iph->protocol = IPPROTO_UDP;
+		iph->tos = av->traffic_class;
+		iph->ttl = av->hop_limit ? av->hop_limit : 64;
+		memcpy(&iph->saddr, av->sgid + 12, 4);
+		memcpy(&iph->daddr, av->dgid + 12, 4);
+		__ip_select_ident(net, iph, 1);
+		iph->check = 0;
+		iph->check = ip_fast_csum((u8 *)iph, iph->ihl);
+	}
+	*err = 0;
+	return skb;
+}
+
+int oxe_shim_tx_send(struct sk_buff *skb)
+{
+	struct net *net = dev_net(skb_dst(skb)->dev);
+	int err;
+
+	/* ip_local_out recomputes the IPv4 checksum itself; the ICRC already covers the final header. */
+	if (skb->protocol == htons(ETH_P_IP))
+		err = ip_local_out(net, NULL, skb);
+	else
+		err = ip6_local_out(net, NULL, skb);
+	return net_xmit_eval(err);
+}
+
+void oxe_shim_kfree_skb(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off)
+{
+	if (skb_linearize(skb))
+		return NULL;
+	*len = skb_tail_pointer(skb) - skb_network_header(skb);
+	*l4_off = skb_transport_header(skb) - skb_network_header(skb);
+	return skb_network_header(skb);
+}
+
+struct net_device *oxe_shim_skb_dev(struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev)
+{
+	struct ib_device *ib = ib_device_get_by_netdev(ndev, RDMA_DRIVER_UNKNOWN);
+
+	if (!ib && is_vlan_dev(ndev))
+		ib = ib_device_get_by_netdev(vlan_dev_real_dev(ndev), RDMA_DRIVER_UNKNOWN);
+	return ib;
+}
+
+static struct workqueue_struct *oxe_wq;
+
+int oxe_shim_wq_init(void)
+{
+	oxe_wq = alloc_workqueue("oxe", WQ_UNBOUND | WQ_HIGHPRI, 0);
+	return oxe_wq ? 0 : -ENOMEM;
+}
+
+void oxe_shim_wq_exit(void)
+{
+	destroy_workqueue(oxe_wq);
+}
+
+/* A deferred call of fn(ctx): now (queue) or later (queue_after); free cancels and waits. */
+struct oxe_work {
+	struct delayed_work dw;
+	void (*fn)(void *);
+	void *ctx;
+};
+
+static void oxe_work_run(struct work_struct *work)
+{
+	struct oxe_work *w = container_of(to_delayed_work(work), struct oxe_work, dw);
+
+	w->fn(w->ctx);
+}
+
+struct oxe_work *oxe_shim_work_new(void (*fn)(void *), void *ctx)
+{
+	struct oxe_work *w = kzalloc(sizeof(*w), GFP_KERNEL);
+
+	if (!w)
+		return NULL;
+	INIT_DELAYED_WORK(&w->dw, oxe_work_run);
+	w->fn = fn;
+	w->ctx = ctx;
+	return w;
+}
+
+void oxe_shim_work_queue(struct oxe_work *w)
+{
+	mod_delayed_work(oxe_wq, &w->dw, 0);
+}
+
+/* Runs the work after @delay jiffies, unless it is already due sooner. */
+void oxe_shim_work_queue_after(struct oxe_work *w, unsigned long delay)
+{
+	queue_delayed_work(oxe_wq, &w->dw, delay);
+}
+
+void oxe_shim_work_cancel(struct oxe_work *w)
+{
+	cancel_delayed_work_sync(&w->dw);
+}
+
+void oxe_shim_work_free(struct oxe_work *w)
+{
+	cancel_delayed_work_sync(&w->dw);
+	kfree(w);
+}
+
+/* A packet queue drained by its own work item. */
+struct oxe_rxq {
+	struct work_struct work;
+	void (*fn)(void *);
+	void *ctx;
+	struct sk_buff_head skbs;
+};
+
+static void oxe_rxq_run(struct work_struct *work)
+{
+	struct oxe_rxq *q = container_of(work, struct oxe_rxq, work);
+
+	q->fn(q->ctx);
+}
+
+struct oxe_rxq *oxe_shim_rxq_new(void (*fn)(void *), void *ctx)
+{
+	struct oxe_rxq *q = kzalloc(sizeof(*q), GFP_KERNEL);
+
+	if (!q)
+		return NULL;
+	INIT_WORK(&q->work, oxe_rxq_run);
+	q->fn = fn;
+	q->ctx = ctx;
+	skb_queue_head_init(&q->skbs);
+	return q;
+}
+
+void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb)
+{
+	skb_queue_tail(&q->skbs, skb);
+	queue_work(oxe_wq, &q->work);
+}
+
+struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q)
+{
+	return skb_dequeue(&q->skbs);
+}
+
+void oxe_shim_rxq_free(struct oxe_rxq *q)
+{
+	cancel_work_sync(&q->work);
+	skb_queue_purge(&q->skbs);
+	kfree(q);
+}
+
+u64 oxe_shim_jiffies64(void)
+{
+	return get_jiffies_64();
+}
+
+unsigned long oxe_shim_usecs_to_jiffies(u64 us)
+{
+	return usecs_to_jiffies(min_t(u64, us, UINT_MAX));
+}
+
+void oxe_shim_cq_comp(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
+void oxe_shim_cq_event(struct ib_cq *cq, enum ib_event_type type)
+{
+	struct ib_event ev = { .device = cq->device, .element.cq = cq, .event = type };
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+
+void oxe_shim_qp_event(struct ib_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = { .device = qp->device, .element.qp = qp, .event = type };
+
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
+void oxe_shim_srq_event(struct ib_srq *srq, enum ib_event_type type)
+{
+	struct ib_event ev = { .device = srq->device, .element.srq = srq, .event = type };
+
+	if (srq->event_handler)
+		srq->event_handler(&ev, srq->srq_context);
+}
+
+const struct ib_ud_wr *oxe_shim_ud_wr(const struct ib_send_wr *wr)
+{
+	return ud_wr(wr);
+}
+
+const struct ib_rdma_wr *oxe_shim_rdma_wr(const struct ib_send_wr *wr)
+{
+	return rdma_wr(wr);
+}
+
+const struct ib_atomic_wr *oxe_shim_atomic_wr(const struct ib_send_wr *wr)
+{
+	return atomic_wr(wr);
+}
+
+struct ib_udata *oxe_shim_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+struct ib_ucontext *oxe_shim_udata_uctx(struct ib_udata *udata)
+{
+	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
 }

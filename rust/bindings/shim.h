@@ -39,4 +39,77 @@ unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
 struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr);
 
+
+/* ---- Data path (queues, packets, pages, deferred work) ---- */
+
+/* Memory a queue lives in: zeroed, mappable to user space with remap_vmalloc_range. */
+void *oxe_shim_vmalloc_user(size_t len);
+void oxe_shim_vfree(void *addr);
+int oxe_shim_mmap_insert(struct ib_ucontext *uctx, struct rdma_user_mmap_entry *entry,
+			 size_t len, u64 *offset);
+int oxe_shim_remap_vmalloc(struct vm_area_struct *vma, void *addr);
+
+/* Copy to or from one pinned page (by pfn); atomics on one 8-byte word of it. */
+void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, bool to_page);
+u64 oxe_shim_pfn_atomic(unsigned long pfn, size_t off, bool cas, u64 cmp_add, u64 swap);
+/* The same for kernel virtual addresses (kernel consumers' local DMA lkey). */
+void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva);
+
+/* A RoCE v2 address vector, flattened from rdma_ah_attr. */
+struct oxe_av {
+	u8 sgid[16];
+	u8 dgid[16];
+	u32 flow_label;
+	u8 ipv6;
+	u8 traffic_class;
+	u8 hop_limit;
+	u8 valid;
+};
+void oxe_shim_av_from_attr(const struct rdma_ah_attr *attr, struct oxe_av *av);
+
+/*
+ * Transmit: route, allocate and build IP/UDP headers around @len bytes of
+ * RoCE payload, which the caller writes at *@payload. *@local is set when the
+ * destination is this host (loopback delivery, no wire).
+ */
+struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
+				  unsigned int len, u8 **payload, bool *local, int *err);
+int oxe_shim_tx_send(struct sk_buff *skb);
+void oxe_shim_kfree_skb(struct sk_buff *skb);
+/* The bytes from the IP header to the end of the packet, linearized. */
+u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off);
+struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);
+
+/* Work on oxe's workqueue, freed (cancelled and waited for) by _free. */
+int oxe_shim_wq_init(void);
+void oxe_shim_wq_exit(void);
+struct oxe_work;
+struct oxe_work *oxe_shim_work_new(void (*fn)(void *), void *ctx);
+void oxe_shim_work_queue(struct oxe_work *w);
+void oxe_shim_work_queue_after(struct oxe_work *w, unsigned long delay);
+void oxe_shim_work_cancel(struct oxe_work *w);
+void oxe_shim_work_free(struct oxe_work *w);
+/* A packet queue drained by a work item. */
+struct oxe_rxq;
+struct oxe_rxq *oxe_shim_rxq_new(void (*fn)(void *), void *ctx);
+void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb);
+struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q);
+void oxe_shim_rxq_free(struct oxe_rxq *q);
+u64 oxe_shim_jiffies64(void);
+unsigned long oxe_shim_usecs_to_jiffies(u64 us);
+
+/* Completion and async event delivery. */
+void oxe_shim_cq_comp(struct ib_cq *cq);
+void oxe_shim_cq_event(struct ib_cq *cq, enum ib_event_type type);
+void oxe_shim_qp_event(struct ib_qp *qp, enum ib_event_type type);
+void oxe_shim_srq_event(struct ib_srq *srq, enum ib_event_type type);
+
+/* Kernel work requests: the typed containers of an ib_send_wr. */
+const struct ib_ud_wr *oxe_shim_ud_wr(const struct ib_send_wr *wr);
+const struct ib_rdma_wr *oxe_shim_rdma_wr(const struct ib_send_wr *wr);
+const struct ib_atomic_wr *oxe_shim_atomic_wr(const struct ib_send_wr *wr);
+struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev);
+struct ib_udata *oxe_shim_attrs_udata(struct uverbs_attr_bundle *attrs);
+struct ib_ucontext *oxe_shim_udata_uctx(struct ib_udata *udata);
+
 #endif

@@ -50,7 +50,7 @@ impl IbDev {
     }
 
     /// oxe's state of this device; `ENODEV` outside registration..dealloc.
-    pub(super) fn drv<'a>(self) -> Result<&'a OxeDevice> {
+    pub(crate) fn drv<'a>(self) -> Result<&'a OxeDevice> {
         let obj = self.0.as_ptr().cast::<DevObj>();
         // SAFETY: a live DevObj (type invariant); `drv` only changes during
         // registration and dealloc_driver, when no other callback runs.
@@ -181,4 +181,23 @@ pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
 fn dispatch_port_event(dev: IbDev, event: b::ib_event_type) {
     // SAFETY: a live device (IbDev invariant); the shim builds the event.
     unsafe { b::oxe_shim_dispatch_port_event(dev.as_ptr(), 1, event) };
+}
+
+/// Hands a received packet to the oxe device on its netdev (softirq).
+pub(super) fn deliver(pkt: super::pkt::RxPacket) {
+    // SAFETY: the skb's device is alive while the skb is being received.
+    let ib = unsafe { b::oxe_shim_ib_device_get_by_netdev(pkt.netdev()) };
+    let Some(ib) = NonNull::new(ib) else { return };
+    // SAFETY: ib_device_get_by_netdev returned a reference we hold.
+    let owner = unsafe { (*ib.as_ptr()).ops.owner };
+    if core::ptr::eq(
+        owner,
+        <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+    ) {
+        if let Ok(drv) = IbDev(ib).drv() {
+            drv.deliver(pkt);
+        }
+    }
+    // SAFETY: balances ib_device_get_by_netdev.
+    unsafe { b::ib_device_put(ib.as_ptr()) };
 }

@@ -7,18 +7,26 @@
 //! callbacks into calls of safe functions in the driver files (`device.rs`,
 //! `mr.rs`, ...), which never see a raw pointer.
 
+pub(crate) mod ah;
+pub(crate) mod cq;
 pub(crate) mod debugfs;
 pub(crate) mod device;
 pub(crate) mod error;
+pub(crate) mod kmem;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod netdev;
 pub(crate) mod objects;
+pub(crate) mod pkt;
+pub(crate) mod qp;
+pub(crate) mod queue;
+pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod udp;
 pub(crate) mod umem;
 pub(crate) mod verbs;
+pub(crate) mod work;
 
 /// A random 32-bit value from the kernel's CRNG (for unpredictable keys).
 pub(crate) fn random_u32() -> u32 {

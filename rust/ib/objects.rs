@@ -31,4 +31,8 @@ impl PdId {
 pub(super) fn set_sizes(ops: &mut b::ib_device_ops) {
     ops.size_ib_ucontext = core::mem::size_of::<UctxObj>();
     ops.size_ib_pd = core::mem::size_of::<PdObj>();
+    ops.size_ib_cq = core::mem::size_of::<super::cq::CqObj>();
+    ops.size_ib_qp = core::mem::size_of::<super::qp::QpObj>();
+    ops.size_ib_srq = core::mem::size_of::<super::srq::SrqObj>();
+    super::ah::sizes(ops);
 }

@@ -44,10 +44,11 @@ unsafe impl Sync for UdpSocket {}
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> kernel::ffi::c_int {
-    // Returning 0 tells UDP the packet was consumed. Until oxe has a data
-    // path every RoCE datagram is dropped here.
-    // SAFETY: UDP hands us ownership of `skb`.
-    unsafe { b::oxe_shim_consume_skb(skb) };
+    // Returning 0 tells UDP the packet was consumed (queued, or dropped).
+    // SAFETY: UDP hands us ownership of `skb`, headers set.
+    if let Some(pkt) = unsafe { super::pkt::RxPacket::from_raw(skb) } {
+        super::device::deliver(pkt);
+    }
     0
 }
 

@@ -15,6 +15,11 @@ use kernel::prelude::*;
 /// `self.umem` is a live umem returned by `ib_umem_get*` and not yet released.
 pub(crate) struct Umem {
     umem: NonNull<b::ib_umem>,
+    /// Page frame numbers of the pinned pages, in address order: the data
+    /// path's O(1) translation.
+    pfns: KVVec<usize>,
+    /// Offset of the first byte within the first page.
+    first_off: usize,
 }
 
 // SAFETY: an ib_umem is plain data owned by this handle; release may happen on any thread.
@@ -31,8 +36,76 @@ impl Umem {
         // validates the user range itself and returns an ERR_PTR on failure.
         let p = unsafe { b::oxe_shim_ib_umem_get(dev.as_ptr(), addr, len, access as i32) };
         let p = from_err_ptr(p)?;
+        let umem = NonNull::new(p).ok_or(ENOMEM)?;
         // INVARIANT: a successful ib_umem_get.
-        NonNull::new(p).map(|umem| Umem { umem }).ok_or(ENOMEM)
+        let mut u = Umem {
+            umem,
+            pfns: KVVec::new(),
+            first_off: (addr as usize) & (kernel::page::PAGE_SIZE - 1),
+        };
+        let n = u.page_count();
+        let mut pfns = KVVec::with_capacity(n, GFP_KERNEL)?;
+        pfns.resize(n, 0, GFP_KERNEL)?;
+        let got = u.pfns(0, &mut pfns);
+        if got != n {
+            return Err(EFAULT);
+        }
+        u.pfns = pfns;
+        Ok(u)
+    }
+
+    /// Where byte `off` of the pinned range is: (page frame, offset in it,
+    /// bytes left in that page), or `None` past the end.
+    fn locate(&self, off: u64) -> Option<(usize, usize, usize)> {
+        let abs = usize::try_from(off).ok()?.checked_add(self.first_off)?;
+        let page = abs >> kernel::page::PAGE_SHIFT;
+        let in_page = abs & (kernel::page::PAGE_SIZE - 1);
+        let pfn = *self.pfns.get(page)?;
+        Some((pfn, in_page, kernel::page::PAGE_SIZE - in_page))
+    }
+
+    /// Copies `data` into the pinned pages from byte `off` of the range.
+    /// The caller has checked the bounds; a range past the end is EFAULT.
+    pub(crate) fn write(&self, mut off: u64, mut data: &[u8]) -> Result {
+        while !data.is_empty() {
+            let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
+            let n = room.min(data.len());
+            let (now, rest) = data.split_at(n);
+            // SAFETY: `pfn` is pinned for as long as `self`; the copy stays
+            // within the page (`n <= room`).
+            unsafe {
+                b::oxe_shim_pfn_copy(pfn as _, in_page, now.as_ptr().cast_mut().cast(), n, true)
+            };
+            data = rest;
+            off += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies from the pinned pages, from byte `off` of the range, into `out`.
+    pub(crate) fn read(&self, mut off: u64, mut out: &mut [u8]) -> Result {
+        while !out.is_empty() {
+            let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
+            let n = room.min(out.len());
+            let (now, rest) = out.split_at_mut(n);
+            // SAFETY: as in `write`; `now` is writable for `n` bytes.
+            unsafe { b::oxe_shim_pfn_copy(pfn as _, in_page, now.as_mut_ptr().cast(), n, false) };
+            out = rest;
+            off += n as u64;
+        }
+        Ok(())
+    }
+
+    /// An 8-byte atomic at byte `off` (8-byte aligned in the address space,
+    /// so within one page): compare-and-swap or fetch-and-add; returns the
+    /// original value.
+    pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
+        let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
+        if room < 8 || in_page % 8 != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: a pinned page; the word lies within it and is aligned.
+        Ok(unsafe { b::oxe_shim_pfn_atomic(pfn as _, in_page, cas, cmp_add, swap) })
     }
 
     fn get(&self) -> &b::ib_umem {

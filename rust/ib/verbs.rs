@@ -26,7 +26,26 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         alloc_ucontext: Some(alloc_ucontext),
         dealloc_ucontext: Some(dealloc_ucontext),
         disassociate_ucontext: Some(disassociate_ucontext),
-        mmap: Some(mmap),
+        mmap: Some(super::queue::mmap),
+        mmap_free: Some(super::queue::mmap_free),
+        create_cq: Some(super::cq::create_cq),
+        destroy_cq: Some(super::cq::destroy_cq),
+        poll_cq: Some(super::cq::poll_cq),
+        req_notify_cq: Some(super::cq::req_notify_cq),
+        create_qp: Some(super::qp::create_qp),
+        modify_qp: Some(super::qp::modify_qp),
+        query_qp: Some(super::qp::query_qp),
+        destroy_qp: Some(super::qp::destroy_qp),
+        post_send: Some(super::qp::post_send),
+        post_recv: Some(super::qp::post_recv),
+        create_srq: Some(super::srq::create_srq),
+        modify_srq: Some(super::srq::modify_srq),
+        query_srq: Some(super::srq::query_srq),
+        destroy_srq: Some(super::srq::destroy_srq),
+        post_srq_recv: Some(super::srq::post_srq_recv),
+        create_ah: Some(super::ah::create_ah),
+        create_user_ah: Some(super::ah::create_ah),
+        destroy_ah: Some(super::ah::destroy_ah),
         alloc_pd: Some(alloc_pd),
         dealloc_pd: Some(dealloc_pd),
         reg_user_mr: Some(reg_user_mr),
@@ -167,21 +186,14 @@ unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
     }
 }
 
-/// Nothing is mapped into user space yet, so there is nothing to zap when
-/// the device goes away under an open context. Having this op is what lets
-/// ib_core unregister (and rmmod proceed) while contexts are still open.
+/// ib_core zaps every mapping of the context (rdma_user_mmap entries) itself
+/// when the device goes away under an open context; having this op is what
+/// lets it unregister (and rmmod proceed) while contexts are still open.
 ///
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
-
-/// # Safety
-///
-/// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn mmap(_uctx: *mut b::ib_ucontext, _vma: *mut b::vm_area_struct) -> c_int {
-    EINVAL.to_errno()
-}
 
 /// # Safety
 ///

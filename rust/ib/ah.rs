@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handle verbs. User AHs get a number (in the device's table) that
+//! send WQEs carry; kernel AHs are found through the ib_ah itself, since
+//! they may be created in atomic context.
+
+use super::device::IbDev;
+use super::error::to_c_int;
+use super::objects::PdId;
+use super::udata::UData;
+use crate::av::{Ah, Av};
+use crate::bindings as b;
+use crate::oxe_core::abi::OxeCreateAhResp;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+#[repr(C)]
+pub(super) struct AhObj {
+    ib: b::ib_ah,
+    ah: Option<Arc<Ah>>,
+    num: u32,
+}
+
+/// # Safety
+///
+/// `ibah` is an oxe AH that stays alive while the result is used.
+pub(super) unsafe fn get<'a>(ibah: *mut b::ib_ah) -> Option<&'a Arc<Ah>> {
+    if ibah.is_null() {
+        return None;
+    }
+    // SAFETY: caller contract; AhObj has the ib_ah first.
+    unsafe { (*ibah.cast::<AhObj>()).ah.as_ref() }
+}
+
+pub(super) unsafe extern "C" fn create_ah(
+    ibah: *mut b::ib_ah,
+    init: *mut b::rdma_ah_init_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: a core-allocated AH of this device.
+        let dev = unsafe { IbDev::from_raw((*ibah).device) }.ok_or(ENODEV)?;
+        let drv = dev.drv()?;
+        let mut c = b::oxe_av::default();
+        // SAFETY: ib_core's attributes.
+        unsafe { b::oxe_shim_av_from_attr((*init).ah_attr, &mut c) };
+        if c.valid == 0 {
+            return Err(EINVAL);
+        }
+        let av = Av {
+            sgid: c.sgid,
+            dgid: c.dgid,
+            flow_label: c.flow_label,
+            ipv6: c.ipv6 != 0,
+            traffic_class: c.traffic_class,
+            hop_limit: c.hop_limit,
+        };
+        // Kernel AHs may be created in atomic context.
+        let flags = if udata.is_null() {
+            GFP_ATOMIC
+        } else {
+            GFP_KERNEL
+        };
+        // SAFETY: the AH's PD, set by ib_core.
+        let pd = PdId::of(unsafe { (*ibah).pd });
+        let ah = Arc::new(Ah { av, pd }, flags)?;
+        let mut num = 0;
+        if !udata.is_null() {
+            num = drv.ahs.insert(&ah, crate::ib::random_u32())?;
+            let resp = OxeCreateAhResp {
+                ah_num: num,
+                reserved: 0,
+            };
+            // SAFETY: the call's udata.
+            if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
+                drv.ahs.remove(num);
+                return Err(e);
+            }
+        }
+        // SAFETY: core-allocated; we own the driver part.
+        unsafe {
+            let obj = ibah.cast::<AhObj>();
+            core::ptr::addr_of_mut!((*obj).ah).write(Some(ah));
+            (*obj).num = num;
+        }
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+pub(super) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
+    // SAFETY: an oxe AH, destroyed once.
+    let obj = unsafe { &mut *ibah.cast::<AhObj>() };
+    // SAFETY: as above.
+    if let Some(dev) = unsafe { IbDev::from_raw((*ibah).device) } {
+        if let (Ok(drv), true) = (dev.drv(), obj.num != 0) {
+            drv.ahs.remove(obj.num);
+        }
+    }
+    drop(obj.ah.take());
+    0
+}
+
+/// ib_query_ah: oxe keeps ib_core's copy of the attributes, which is what
+/// it reports.
+pub(super) fn sizes(ops: &mut b::ib_device_ops) {
+    ops.size_ib_ah = core::mem::size_of::<AhObj>();
+}

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! CQ verbs: create (user rings mapped, kernel rings not), destroy, poll for
+//! kernel consumers, and arming.
+
+use super::device::IbDev;
+use super::error::to_c_int;
+use super::queue::Uctx;
+use super::udata::UData;
+use crate::bindings as b;
+use crate::cq::Cq;
+use crate::oxe_core::abi::{OxeCqe, OxeCreateCqResp, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
+use core::ptr::NonNull;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// The memory ib_core allocates for a CQ.
+#[repr(C)]
+pub(super) struct CqObj {
+    ib: b::ib_cq,
+    cq: Option<Arc<Cq>>,
+}
+
+/// The ib_cq behind a CQ, for completion and async events.
+///
+/// # Invariants
+///
+/// Points to a live ib_cq; `Cq` drops its handle in the destroy verb,
+/// before ib_core frees the ib_cq.
+pub(crate) struct CqHandle(NonNull<b::ib_cq>);
+
+// SAFETY: ib_core's event and completion handlers may be called from any context.
+unsafe impl Send for CqHandle {}
+// SAFETY: as above.
+unsafe impl Sync for CqHandle {}
+
+impl CqHandle {
+    pub(crate) fn completion(&self) {
+        // SAFETY: live ib_cq (type invariant).
+        unsafe { b::oxe_shim_cq_comp(self.0.as_ptr()) };
+    }
+
+    pub(crate) fn error_event(&self) {
+        // SAFETY: live ib_cq (type invariant).
+        unsafe { b::oxe_shim_cq_event(self.0.as_ptr(), b::ib_event_type_IB_EVENT_CQ_ERR) };
+    }
+}
+
+/// The CQ behind an ib_cq oxe created.
+///
+/// # Safety
+///
+/// `ibcq` is an oxe CQ ib_core keeps alive for the call.
+pub(crate) unsafe fn get<'a>(ibcq: *mut b::ib_cq) -> Option<&'a Arc<Cq>> {
+    // SAFETY: caller contract; CqObj has the ib_cq first.
+    unsafe { (*ibcq.cast::<CqObj>()).cq.as_ref() }
+}
+
+pub(super) unsafe extern "C" fn create_cq(
+    ibcq: *mut b::ib_cq,
+    attr: *const b::ib_cq_init_attr,
+    attrs: *mut b::uverbs_attr_bundle,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: a core-allocated CQ of this device.
+        let dev = unsafe { IbDev::from_raw((*ibcq).device) }.ok_or(ENODEV)?;
+        let _ = dev.drv()?;
+        // SAFETY: ib_core's attributes for the call.
+        let attr = unsafe { &*attr };
+        if attr.flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: attrs is null for kernel consumers, else the call's bundle.
+        let udata = unsafe { b::oxe_shim_attrs_udata(attrs) };
+        // SAFETY: as above.
+        let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
+        let handle = CqHandle(NonNull::new(ibcq).ok_or(EINVAL)?);
+        let cq = Cq::new(uctx, attr.cqe, handle)?;
+        let resp = OxeCreateCqResp {
+            cq: cq.ring().map(),
+        };
+        // SAFETY: the call's udata (or null).
+        if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
+            cq.destroy();
+            cq.ring().unmap();
+            return Err(e);
+        }
+        // SAFETY: core-allocated and zeroed; we own the driver part.
+        unsafe {
+            (*ibcq).cqe = cq.capacity() as c_int;
+            core::ptr::addr_of_mut!((*ibcq.cast::<CqObj>()).cq).write(Some(cq));
+        }
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+pub(super) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: an oxe CQ; ib_core calls destroy once, with no QP left on it.
+    let obj = unsafe { &mut *ibcq.cast::<CqObj>() };
+    if let Some(cq) = obj.cq.take() {
+        cq.destroy();
+        cq.ring().unmap();
+    }
+    0
+}
+
+fn wc_flags(f: u32) -> c_int {
+    let mut out = 0;
+    if f & OXE_WC_GRH != 0 {
+        out |= b::ib_wc_flags_IB_WC_GRH;
+    }
+    if f & OXE_WC_WITH_IMM != 0 {
+        out |= b::ib_wc_flags_IB_WC_WITH_IMM;
+    }
+    if f & OXE_WC_WITH_INV != 0 {
+        out |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+    }
+    out as c_int
+}
+
+pub(super) unsafe extern "C" fn poll_cq(
+    ibcq: *mut b::ib_cq,
+    num: c_int,
+    wc: *mut b::ib_wc,
+) -> c_int {
+    // SAFETY: an oxe CQ kept alive for the call.
+    let Some(cq) = (unsafe { get(ibcq) }) else {
+        return 0;
+    };
+    // SAFETY: as above.
+    let Some(dev) = (unsafe { IbDev::from_raw((*ibcq).device) }) else {
+        return 0;
+    };
+    let Ok(drv) = dev.drv() else { return 0 };
+    let max = usize::try_from(num).unwrap_or(0);
+    let mut i = 0usize;
+    cq.poll(
+        |c: OxeCqe| {
+            // A completion of a QP that is gone has no ib_qp to report.
+            let Some(qp) = drv.qps.get(c.qp_num) else {
+                return false;
+            };
+            let Some(ibqp) = qp.ib_ptr() else {
+                return false;
+            };
+            // SAFETY: ib_core passes room for `num` entries; i < num.
+            let w = unsafe { &mut *wc.add(i) };
+            *w = Default::default();
+            // SAFETY: writing one member of a plain-data union.
+            unsafe { *w.__bindgen_anon_1.wr_id.as_mut() = c.wr_id };
+            w.status = c.status;
+            w.opcode = c.opcode;
+            w.vendor_err = c.vendor_err;
+            w.byte_len = c.byte_len;
+            w.qp = ibqp;
+            // SAFETY: as above.
+            unsafe { *w.ex.imm_data.as_mut() = c.imm_data };
+            w.src_qp = c.src_qp;
+            w.wc_flags = wc_flags(c.wc_flags);
+            if c.wc_flags & OXE_WC_GRH != 0 {
+                w.wc_flags |= b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+                w.network_hdr_type = c.network_hdr_type as u8;
+            }
+            w.pkey_index = 0;
+            w.port_num = 1;
+            i += 1;
+            true
+        },
+        max,
+    ) as c_int
+}
+
+pub(super) unsafe extern "C" fn req_notify_cq(
+    ibcq: *mut b::ib_cq,
+    flags: b::ib_cq_notify_flags,
+) -> c_int {
+    // SAFETY: an oxe CQ kept alive for the call.
+    let Some(cq) = (unsafe { get(ibcq) }) else {
+        return 0;
+    };
+    let solicited =
+        flags & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK == b::ib_cq_notify_flags_IB_CQ_SOLICITED;
+    let pending = cq.arm(solicited);
+    if pending && flags & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 {
+        1
+    } else {
+        0
+    }
+}

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RoCE v2 packets as socket buffers: built for transmit (IP and UDP headers
+//! by the kernel's routing, everything from the BTH on by oxe), and received
+//! from the UDP tunnel socket.
+
+use super::netdev::NetDev;
+use crate::av::Av;
+use crate::bindings as b;
+use crate::oxe_core::icrc;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+/// ICRC bytes at the end of every RoCE packet.
+pub(crate) const ICRC_LEN: usize = 4;
+
+/// A packet being built, from the BTH to the ICRC.
+///
+/// # Invariants
+///
+/// `skb` is an skb we own, linear, whose last `len` bytes start at `payload`
+/// and whose network header is set.
+pub(crate) struct TxPacket {
+    skb: NonNull<b::sk_buff>,
+    payload: NonNull<u8>,
+    len: usize,
+    local: bool,
+}
+
+impl TxPacket {
+    /// Routes to `av` from `ndev` and allocates room for `len` bytes after
+    /// the UDP header (BTH, payload and ICRC).
+    pub(crate) fn new(ndev: &NetDev, av: &Av, sport: u16, len: usize) -> Result<Self> {
+        let c_av = b::oxe_av {
+            sgid: av.sgid,
+            dgid: av.dgid,
+            flow_label: av.flow_label,
+            ipv6: av.ipv6.into(),
+            traffic_class: av.traffic_class,
+            hop_limit: av.hop_limit,
+            valid: 1,
+        };
+        let mut payload: *mut u8 = core::ptr::null_mut();
+        let mut local = false;
+        let mut err = 0;
+        let len_c = u32::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: the netdev is held (NetDev invariant); the out pointers are valid.
+        let skb = unsafe {
+            b::oxe_shim_tx_alloc(
+                ndev.as_ptr(),
+                &c_av,
+                sport,
+                len_c,
+                &mut payload,
+                &mut local,
+                &mut err,
+            )
+        };
+        let Some(skb) = NonNull::new(skb) else {
+            return Err(Error::from_errno(if err != 0 { err } else { -12 }));
+        };
+        // INVARIANT: tx_alloc put `len` bytes at `payload` in a linear skb.
+        Ok(TxPacket {
+            skb,
+            payload: NonNull::new(payload).ok_or(ENOMEM)?,
+            len,
+            local,
+        })
+    }
+
+    /// The bytes from the BTH to the ICRC.
+    pub(crate) fn payload(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes at `payload` belong to our skb (type invariant).
+        unsafe { core::slice::from_raw_parts_mut(self.payload.as_ptr(), self.len) }
+    }
+
+    /// Fills in the ICRC over the finished headers and payload.
+    pub(crate) fn seal(&mut self) -> Result {
+        let mut len = 0usize;
+        let mut l4 = 0usize;
+        // SAFETY: our linear skb (type invariant).
+        let l3 = unsafe { b::oxe_shim_skb_l3(self.skb.as_ptr(), &mut len, &mut l4) };
+        if l3.is_null() || len < ICRC_LEN {
+            return Err(EINVAL);
+        }
+        // SAFETY: `len` bytes from the network header to the tail are ours.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(l3, len) };
+        let (body, crc) = bytes.split_at_mut(len - ICRC_LEN);
+        let v = icrc::icrc(body).map_err(|_| EINVAL)?;
+        crc.copy_from_slice(&icrc::to_wire(v));
+        Ok(())
+    }
+
+    /// Whether the destination is this host.
+    pub(crate) fn is_local(&self) -> bool {
+        self.local
+    }
+
+    /// Hands the packet to IP.
+    pub(crate) fn send(self) -> Result {
+        let skb = self.skb.as_ptr();
+        core::mem::forget(self);
+        // SAFETY: a complete packet we own; ip_local_out consumes it.
+        let ret = unsafe { b::oxe_shim_tx_send(skb) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        Ok(())
+    }
+
+    /// The packet as if it had been received (loopback delivery).
+    pub(crate) fn into_rx(self) -> RxPacket {
+        let skb = self.skb;
+        core::mem::forget(self);
+        RxPacket(skb)
+    }
+}
+
+impl Drop for TxPacket {
+    fn drop(&mut self) {
+        // SAFETY: an skb we own and did not hand on.
+        unsafe { b::oxe_shim_kfree_skb(self.skb.as_ptr()) };
+    }
+}
+
+/// A received RoCE v2 packet.
+///
+/// # Invariants
+///
+/// `self.0` is an skb we own with network and transport headers set.
+pub(crate) struct RxPacket(NonNull<b::sk_buff>);
+
+// SAFETY: an owned skb may move between contexts.
+unsafe impl Send for RxPacket {}
+
+impl RxPacket {
+    /// # Safety
+    ///
+    /// `skb` is null or an skb whose ownership passes to the result, with
+    /// its network and transport headers set.
+    pub(super) unsafe fn from_raw(skb: *mut b::sk_buff) -> Option<Self> {
+        NonNull::new(skb).map(RxPacket)
+    }
+
+    pub(super) fn into_raw(self) -> *mut b::sk_buff {
+        let p = self.0.as_ptr();
+        core::mem::forget(self);
+        p
+    }
+
+    pub(super) fn netdev(&self) -> *mut b::net_device {
+        // SAFETY: an skb we own.
+        unsafe { b::oxe_shim_skb_dev(self.0.as_ptr()) }
+    }
+
+    /// The packet from its IP header to its end, and where the UDP header
+    /// starts in it; `None` if it cannot be made linear.
+    pub(crate) fn bytes(&mut self) -> Option<(&[u8], usize)> {
+        let mut len = 0usize;
+        let mut l4 = 0usize;
+        // SAFETY: an skb we own (type invariant).
+        let p = unsafe { b::oxe_shim_skb_l3(self.0.as_ptr(), &mut len, &mut l4) };
+        if p.is_null() || l4 > len {
+            return None;
+        }
+        // SAFETY: linear bytes of our skb, borrowed for as long as `self`.
+        Some((unsafe { core::slice::from_raw_parts(p, len) }, l4))
+    }
+}
+
+impl Drop for RxPacket {
+    fn drop(&mut self) {
+        // SAFETY: an skb we own.
+        unsafe { b::oxe_shim_consume_skb(self.0.as_ptr()) };
+    }
+}

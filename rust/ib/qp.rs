@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! QP verbs: create, modify, query, destroy, and posting (kernel consumers
+//! write the rings here; user space only rings the doorbell).
+
+use super::device::IbDev;
+use super::error::to_c_int;
+use super::kmem::KernelToken;
+use super::objects::PdId;
+use super::queue::Uctx;
+use super::udata::UData;
+use crate::av::Av;
+use crate::bindings as b;
+use crate::oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe, OxeSge};
+use crate::oxe_core::qp_state::QpType;
+use crate::qp::{Qp, QpAttr, QpCaps, QpInit};
+use core::ptr::NonNull;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+#[repr(C)]
+pub(super) struct QpObj {
+    ib: b::ib_qp,
+    qp: Option<Arc<Qp>>,
+}
+
+/// Async events oxe raises on a QP.
+#[derive(Clone, Copy)]
+pub(crate) enum QpEvent {
+    /// IB_EVENT_QP_ACCESS_ERR: an incoming request violated access rights.
+    AccessError,
+}
+
+/// The ib_qp behind a QP.
+///
+/// # Invariants
+///
+/// Points to a live ib_qp until the destroy verb takes the handle away.
+pub(crate) struct QpHandle(NonNull<b::ib_qp>);
+
+// SAFETY: ib_core's event handlers may be called from any context.
+unsafe impl Send for QpHandle {}
+// SAFETY: as above.
+unsafe impl Sync for QpHandle {}
+
+impl QpHandle {
+    pub(crate) fn event(&self, ev: QpEvent) {
+        let t = match ev {
+            QpEvent::AccessError => b::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+        };
+        // SAFETY: live ib_qp (type invariant).
+        unsafe { b::oxe_shim_qp_event(self.0.as_ptr(), t) };
+    }
+
+    pub(super) fn as_ptr(&self) -> *mut b::ib_qp {
+        self.0.as_ptr()
+    }
+}
+
+impl Qp {
+    /// The ib_qp, while the QP exists (for kernel work completions).
+    pub(super) fn ib_ptr(&self) -> Option<*mut b::ib_qp> {
+        self.with_handle(|h| h.as_ptr())
+    }
+}
+
+/// # Safety
+///
+/// `ibqp` is an oxe QP ib_core keeps alive for the call.
+unsafe fn get<'a>(ibqp: *mut b::ib_qp) -> Option<&'a Arc<Qp>> {
+    // SAFETY: caller contract; QpObj has the ib_qp first.
+    unsafe { (*ibqp.cast::<QpObj>()).qp.as_ref() }
+}
+
+pub(super) unsafe extern "C" fn create_qp(
+    ibqp: *mut b::ib_qp,
+    init: *mut b::ib_qp_init_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: a core-allocated QP of this device.
+        let dev = unsafe { IbDev::from_raw((*ibqp).device) }.ok_or(ENODEV)?;
+        let drv = dev.drv()?;
+        // SAFETY: ib_core's attributes for the call.
+        let a = unsafe { &mut *init };
+        if a.create_flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let ty = QpType::from_raw(a.qp_type).ok_or(EOPNOTSUPP)?;
+        // SAFETY: CQs and SRQ of this device, held by ib_core for the QP's life.
+        let send_cq = unsafe { super::cq::get(a.send_cq) }.ok_or(EINVAL)?.clone();
+        // SAFETY: as above.
+        let recv_cq = unsafe { super::cq::get(a.recv_cq) }.ok_or(EINVAL)?.clone();
+        let srq = if a.srq.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { super::srq::get(a.srq) }.ok_or(EINVAL)?.clone())
+        };
+        // SAFETY: the call's udata or null.
+        let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
+        let caps = QpCaps {
+            max_send_wr: a.cap.max_send_wr,
+            max_recv_wr: a.cap.max_recv_wr,
+            max_send_sge: a.cap.max_send_sge,
+            max_recv_sge: a.cap.max_recv_sge,
+            max_inline: a.cap.max_inline_data,
+        };
+        let qp = Qp::create(
+            drv,
+            dev,
+            QpInit {
+                ty,
+                // SAFETY: the QP's PD, set by ib_core before the call.
+                pd: PdId::of(unsafe { (*ibqp).pd }),
+                send_cq,
+                recv_cq,
+                srq,
+                caps,
+                sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+                uctx,
+                kernel: uctx.is_none().then(KernelToken::new),
+                handle: QpHandle(NonNull::new(ibqp).ok_or(EINVAL)?),
+            },
+        )?;
+        let c = qp.caps;
+        a.cap.max_send_wr = c.max_send_wr;
+        a.cap.max_recv_wr = c.max_recv_wr;
+        a.cap.max_send_sge = c.max_send_sge;
+        a.cap.max_recv_sge = c.max_recv_sge;
+        a.cap.max_inline_data = c.max_inline;
+        let resp = OxeCreateQpResp {
+            sq: qp.sq.map(),
+            rq: qp.rq.as_ref().map(|r| r.map()).unwrap_or_default(),
+            max_inline: c.max_inline,
+            reserved: 0,
+        };
+        // SAFETY: the call's udata.
+        if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
+            qp.destroy(drv);
+            return Err(e);
+        }
+        // SAFETY: core-allocated; we own the driver part.
+        unsafe {
+            (*ibqp).qp_num = qp.qpn();
+            core::ptr::addr_of_mut!((*ibqp.cast::<QpObj>()).qp).write(Some(qp));
+        }
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: an oxe QP; destroyed once.
+    let obj = unsafe { &mut *ibqp.cast::<QpObj>() };
+    // SAFETY: as above.
+    let Some(dev) = (unsafe { IbDev::from_raw((*ibqp).device) }) else {
+        return 0;
+    };
+    if let (Some(qp), Ok(drv)) = (obj.qp.take(), dev.drv()) {
+        qp.destroy(drv);
+    }
+    0
+}
+
+fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
+    let mut c = b::oxe_av::default();
+    // SAFETY: reads ib_core's attribute; writes our out struct.
+    unsafe { b::oxe_shim_av_from_attr(attr, &mut c) };
+    (c.valid != 0).then_some(Av {
+        sgid: c.sgid,
+        dgid: c.dgid,
+        flow_label: c.flow_label,
+        ipv6: c.ipv6 != 0,
+        traffic_class: c.traffic_class,
+        hop_limit: c.hop_limit,
+    })
+}
+
+pub(super) unsafe extern "C" fn modify_qp(
+    ibqp: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    mask: c_int,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an oxe QP alive for the call.
+        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: the call's udata.
+        if !udata.is_null() && unsafe { (*udata).inlen } != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: ib_core's attributes.
+        let a = unsafe { &*attr };
+        let mask = mask as u32;
+        let av = if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
+            Some(av_of(&a.ah_attr).ok_or(EINVAL)?)
+        } else {
+            None
+        };
+        let q = QpAttr {
+            state: a.qp_state,
+            cur_state: a.cur_qp_state,
+            access: a.qp_access_flags as u32,
+            pkey_index: a.pkey_index,
+            port: a.port_num as u8,
+            qkey: a.qkey,
+            av,
+            path_mtu: a.path_mtu,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            rq_psn: a.rq_psn,
+            sq_psn: a.sq_psn,
+            max_rd_atomic: a.max_rd_atomic,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+            dest_qpn: a.dest_qp_num,
+        };
+        qp.modify(mask, &q)
+    })();
+    to_c_int(r)
+}
+
+pub(super) unsafe extern "C" fn query_qp(
+    ibqp: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    _mask: c_int,
+    init: *mut b::ib_qp_init_attr,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an oxe QP alive for the call.
+        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        let q = qp.query();
+        // SAFETY: ib_core's out structs.
+        let (a, i) = unsafe { (&mut *attr, &mut *init) };
+        *a = Default::default();
+        a.qp_state = q.state;
+        a.cur_qp_state = q.state;
+        a.path_mtu = if q.path_mtu == 0 { 1 } else { q.path_mtu };
+        a.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
+        a.qkey = q.qkey;
+        a.rq_psn = q.rq_psn;
+        a.sq_psn = q.sq_psn;
+        a.dest_qp_num = q.dest_qpn;
+        a.qp_access_flags = q.access as c_int;
+        a.port_num = 1;
+        a.timeout = q.timeout;
+        a.retry_cnt = q.retry_cnt;
+        a.rnr_retry = q.rnr_retry;
+        a.min_rnr_timer = q.min_rnr_timer;
+        a.max_rd_atomic = q.max_rd_atomic;
+        a.max_dest_rd_atomic = q.max_dest_rd_atomic;
+        a.cap.max_send_wr = qp.caps.max_send_wr;
+        a.cap.max_recv_wr = qp.caps.max_recv_wr;
+        a.cap.max_send_sge = qp.caps.max_send_sge;
+        a.cap.max_recv_sge = qp.caps.max_recv_sge;
+        a.cap.max_inline_data = qp.caps.max_inline;
+        i.cap = b::ib_qp_cap { ..a.cap };
+        i.qp_type = qp.ty as u32;
+        i.sq_sig_type = if qp.sq_sig_all {
+            b::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            b::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+/// A kernel consumer's send work request as oxe's WQE: header plus SGEs,
+/// or plus the inline bytes copied from the consumer's buffers.
+///
+/// # Safety
+///
+/// `wr` is a kernel consumer's work request, valid for the call.
+unsafe fn kernel_wqe(
+    qp: &Qp,
+    wr: &b::ib_send_wr,
+    body: &mut [u8; crate::wr::MAX_SLOT],
+) -> Result<(OxeSendWqe, usize, Option<Av>)> {
+    let mut w = OxeSendWqe {
+        // SAFETY: kernel WRs carry wr_id (or wr_cqe, same bits).
+        wr_id: unsafe { *wr.__bindgen_anon_1.wr_id.as_ref() },
+        opcode: wr.opcode,
+        send_flags: wr.send_flags as u32 & 0xf,
+        num_sge: 0,
+        // SAFETY: a union of two u32 views.
+        imm_data: unsafe { *wr.ex.imm_data.as_ref() },
+        ..Default::default()
+    };
+    let n = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+    let sges: &[b::ib_sge] = if n == 0 {
+        &[]
+    } else {
+        // SAFETY: the consumer's SGE array of num_sge entries.
+        unsafe { core::slice::from_raw_parts(wr.sg_list, n) }
+    };
+    let mut used = 0usize;
+    if w.send_flags & crate::oxe_core::abi::OXE_SEND_INLINE != 0 {
+        for s in sges {
+            let len = s.length as usize;
+            if used + len > qp.caps.max_inline as usize || used + len > body.len() {
+                return Err(EINVAL);
+            }
+            crate::ib::kmem::KernelToken::new().read(s.addr, &mut body[used..used + len]);
+            used += len;
+        }
+        w.num_sge = used as u32;
+    } else {
+        if n > qp.caps.max_send_sge as usize {
+            return Err(EINVAL);
+        }
+        for s in sges {
+            let sge = OxeSge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            };
+            sge.write_to(body.get_mut(used..).ok_or(EINVAL)?);
+            used += OxeSge::SIZE;
+        }
+        w.num_sge = n as u32;
+    }
+    let mut av = None;
+    match wr.opcode {
+        b::ib_wr_opcode_IB_WR_RDMA_WRITE
+        | b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+        | b::ib_wr_opcode_IB_WR_RDMA_READ => {
+            // SAFETY: an RDMA opcode's WR is embedded in an ib_rdma_wr.
+            let r = unsafe { &*b::oxe_shim_rdma_wr(wr) };
+            w.remote_addr = r.remote_addr;
+            w.rkey = r.rkey;
+        }
+        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+            // SAFETY: an atomic opcode's WR is embedded in an ib_atomic_wr.
+            let a = unsafe { &*b::oxe_shim_atomic_wr(wr) };
+            w.remote_addr = a.remote_addr;
+            w.rkey = a.rkey;
+            w.compare_add = a.compare_add;
+            w.swap = a.swap;
+        }
+        _ => {}
+    }
+    if matches!(qp.ty, QpType::Ud | QpType::Gsi) {
+        // SAFETY: a UD QP's WRs are embedded in an ib_ud_wr.
+        let u = unsafe { &*b::oxe_shim_ud_wr(wr) };
+        w.remote_qpn = u.remote_qpn;
+        w.remote_qkey = u.remote_qkey;
+        // SAFETY: the consumer's AH, alive until the WR completes.
+        av = unsafe { super::ah::get(u.ah) }.map(|a| a.av);
+        if av.is_none() {
+            return Err(EINVAL);
+        }
+    }
+    Ok((w, used, av))
+}
+
+pub(super) unsafe extern "C" fn post_send(
+    ibqp: *mut b::ib_qp,
+    mut wr: *const b::ib_send_wr,
+    bad: *mut *const b::ib_send_wr,
+) -> c_int {
+    // SAFETY: an oxe QP alive for the call.
+    let Some(qp) = (unsafe { get(ibqp) }) else {
+        return EINVAL.to_errno();
+    };
+    if qp.kernel.is_none() {
+        // User space's doorbell: the work requests are in the mapped SQ.
+        qp.doorbell();
+        return 0;
+    }
+    let mut body = [0u8; crate::wr::MAX_SLOT];
+    while !wr.is_null() {
+        // SAFETY: the consumer's chain of WRs, valid for the call.
+        let r = unsafe { kernel_wqe(qp, &*wr, &mut body) }
+            .and_then(|(w, used, av)| qp.post_send_kernel(&w, &body[..used], av));
+        if let Err(e) = r {
+            if !bad.is_null() {
+                // SAFETY: ib_core's out pointer.
+                unsafe { *bad = wr };
+            }
+            qp.kick();
+            return e.to_errno();
+        }
+        // SAFETY: as above.
+        wr = unsafe { (*wr).next };
+    }
+    qp.kick();
+    0
+}
+
+/// A kernel consumer's receive work request as oxe's WQE and SGEs.
+///
+/// # Safety
+///
+/// `wr` is a kernel consumer's receive work request, valid for the call.
+pub(super) unsafe fn kernel_recv(
+    wr: &b::ib_recv_wr,
+    max_sge: u32,
+) -> Result<(OxeRecvWqe, KVec<OxeSge>)> {
+    let n = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+    if n > max_sge as usize {
+        return Err(EINVAL);
+    }
+    let sges: &[b::ib_sge] = if n == 0 {
+        &[]
+    } else {
+        // SAFETY: the consumer's SGE array.
+        unsafe { core::slice::from_raw_parts(wr.sg_list, n) }
+    };
+    let mut v = KVec::with_capacity(n, GFP_ATOMIC)?;
+    for s in sges {
+        v.push(
+            OxeSge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            },
+            GFP_ATOMIC,
+        )?;
+    }
+    let w = OxeRecvWqe {
+        // SAFETY: kernel WRs carry wr_id (or wr_cqe, same bits).
+        wr_id: unsafe { *wr.__bindgen_anon_1.wr_id.as_ref() },
+        num_sge: n as u32,
+        reserved: 0,
+    };
+    Ok((w, v))
+}
+
+pub(super) unsafe extern "C" fn post_recv(
+    ibqp: *mut b::ib_qp,
+    mut wr: *const b::ib_recv_wr,
+    bad: *mut *const b::ib_recv_wr,
+) -> c_int {
+    // SAFETY: an oxe QP alive for the call.
+    let Some(qp) = (unsafe { get(ibqp) }) else {
+        return EINVAL.to_errno();
+    };
+    if qp.kernel.is_none() || qp.srq.is_some() {
+        if !bad.is_null() {
+            // SAFETY: ib_core's out pointer.
+            unsafe { *bad = wr };
+        }
+        return EINVAL.to_errno();
+    }
+    while !wr.is_null() {
+        // SAFETY: the consumer's chain of WRs.
+        let r = unsafe { kernel_recv(&*wr, qp.caps.max_recv_sge) }
+            .and_then(|(w, sges)| qp.post_recv_kernel(&w, &sges));
+        if let Err(e) = r {
+            if !bad.is_null() {
+                // SAFETY: ib_core's out pointer.
+                unsafe { *bad = wr };
+            }
+            return e.to_errno();
+        }
+        // SAFETY: as above.
+        wr = unsafe { (*wr).next };
+    }
+    // Receives posted in the error state complete with a flush error.
+    qp.kick_if_error();
+    0
+}

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The memory of a queue (CQ, SQ, RQ, SRQ) shared with user space, laid out
+//! as `oxe_core::abi` describes: two indices and a power-of-two array of
+//! slots. User queues are mapped through rdma_user_mmap entries; kernel
+//! consumers' queues are the same memory, just never mapped.
+//!
+//! The memory is shared with a process that may write anything into it at
+//! any time, so the kernel side never hands out references into it: slots
+//! are copied in and out, and indices are single atomic loads and stores.
+
+use crate::bindings as b;
+use crate::oxe_core::abi::{OxeQueueMap, OXE_QUEUE_CONSUMER, OXE_QUEUE_PRODUCER, OXE_QUEUE_SLOTS};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// vmalloc_user memory, freed when the last owner (the queue, or the mmap
+/// entry while user space still has it mapped) lets go.
+///
+/// # Invariants
+///
+/// `addr` is a live vmalloc_user allocation, page aligned.
+struct RingMem {
+    addr: NonNull<u8>,
+}
+
+// SAFETY: plain memory; all accesses below are atomic or byte copies.
+unsafe impl Send for RingMem {}
+// SAFETY: as above.
+unsafe impl Sync for RingMem {}
+
+impl Drop for RingMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated by vmalloc_user, freed once (type invariant).
+        unsafe { b::oxe_shim_vfree(self.addr.as_ptr().cast()) };
+    }
+}
+
+/// An rdma_user_mmap entry that keeps its queue memory alive until
+/// ib_core's `mmap_free` (after the object is gone and every mapping closed).
+#[repr(C)]
+struct MmapEntry {
+    rdma: b::rdma_user_mmap_entry,
+    mem: Arc<RingMem>,
+}
+
+/// A queue of `num_slots` slots of `slot_size` bytes.
+pub(crate) struct Ring {
+    mem: Arc<RingMem>,
+    num_slots: u32,
+    slot_size: u32,
+    map: OxeQueueMap,
+    entry: AtomicPtr<MmapEntry>,
+}
+
+// SAFETY: see RingMem; the entry pointer is only passed back to ib_core.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+/// A user context to map queues into.
+#[derive(Clone, Copy)]
+pub(crate) struct Uctx(pub(super) NonNull<b::ib_ucontext>);
+
+impl Ring {
+    /// A queue of at least `min_slots` slots (rounded up to a power of two)
+    /// of at least `min_slot` bytes, mapped for `uctx` if given.
+    pub(crate) fn new(uctx: Option<Uctx>, min_slots: u32, min_slot: u32) -> Result<Self> {
+        let num_slots = min_slots.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+        let slot_size = min_slot.max(16).checked_next_power_of_two().ok_or(EINVAL)?;
+        let bytes = (num_slots as usize)
+            .checked_mul(slot_size as usize)
+            .and_then(|n| n.checked_add(OXE_QUEUE_SLOTS as usize))
+            .ok_or(EINVAL)?;
+        let len = bytes.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)?;
+        if len > (256 << 20) {
+            return Err(EINVAL);
+        }
+        // SAFETY: plain allocation.
+        let addr =
+            NonNull::new(unsafe { b::oxe_shim_vmalloc_user(len) }.cast::<u8>()).ok_or(ENOMEM)?;
+        // INVARIANT: just allocated, `len` bytes, zeroed and page aligned.
+        let mem = Arc::new(RingMem { addr }, GFP_KERNEL)?;
+        let mut ring = Ring {
+            mem: mem.clone(),
+            num_slots,
+            slot_size,
+            map: OxeQueueMap {
+                mmap_offset: 0,
+                mmap_len: len as u64,
+                num_slots,
+                slot_size,
+            },
+            entry: AtomicPtr::new(core::ptr::null_mut()),
+        };
+        if let Some(uctx) = uctx {
+            let entry = KBox::new(
+                MmapEntry {
+                    rdma: Default::default(),
+                    mem,
+                },
+                GFP_KERNEL,
+            )?;
+            let entry = KBox::into_raw(entry);
+            let mut offset = 0u64;
+            // SAFETY: a live user context; the entry is ours until inserted,
+            // then ib_core's until mmap_free hands it back.
+            let ret = unsafe {
+                b::oxe_shim_mmap_insert(uctx.0.as_ptr(), &raw mut (*entry).rdma, len, &mut offset)
+            };
+            if ret != 0 {
+                // SAFETY: not inserted, so still ours.
+                drop(unsafe { KBox::from_raw(entry) });
+                return Err(Error::from_errno(ret));
+            }
+            ring.map.mmap_offset = offset;
+            ring.entry = AtomicPtr::new(entry);
+        }
+        Ok(ring)
+    }
+
+    /// What user space needs to map and use the queue.
+    pub(crate) fn map(&self) -> OxeQueueMap {
+        self.map
+    }
+
+    pub(crate) fn num_slots(&self) -> u32 {
+        self.num_slots
+    }
+
+    pub(crate) fn slot_size(&self) -> u32 {
+        self.slot_size
+    }
+
+    fn index(&self, at: u32) -> &AtomicU32 {
+        // SAFETY: the index words lie within the live allocation, are 4-byte
+        // aligned, and are only ever accessed atomically by both sides.
+        unsafe { AtomicU32::from_ptr(self.mem.addr.as_ptr().add(at as usize).cast()) }
+    }
+
+    pub(crate) fn producer(&self) -> u32 {
+        self.index(OXE_QUEUE_PRODUCER).load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_producer(&self, v: u32) {
+        self.index(OXE_QUEUE_PRODUCER).store(v, Ordering::Release)
+    }
+
+    pub(crate) fn consumer(&self) -> u32 {
+        self.index(OXE_QUEUE_CONSUMER).load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_consumer(&self, v: u32) {
+        self.index(OXE_QUEUE_CONSUMER).store(v, Ordering::Release)
+    }
+
+    fn slot_ptr(&self, idx: u32) -> *mut u8 {
+        let slot = (idx & (self.num_slots - 1)) as usize;
+        let off = OXE_QUEUE_SLOTS as usize + slot * self.slot_size as usize;
+        // SAFETY: `off + slot_size <= len` by construction in `new`.
+        unsafe { self.mem.addr.as_ptr().add(off) }
+    }
+
+    /// Copies slot `idx` (modulo the ring) into `out` (up to a slot's size).
+    pub(crate) fn read_slot(&self, idx: u32, out: &mut [u8]) {
+        let n = out.len().min(self.slot_size as usize);
+        // SAFETY: the slot is within the allocation; user space may write it
+        // concurrently, which only makes the copied bytes arbitrary; the
+        // caller validates them as untrusted input.
+        unsafe { core::ptr::copy_nonoverlapping(self.slot_ptr(idx), out.as_mut_ptr(), n) };
+    }
+
+    /// Copies `data` (up to a slot's size) into slot `idx`.
+    pub(crate) fn write_slot(&self, idx: u32, data: &[u8]) {
+        let n = data.len().min(self.slot_size as usize);
+        // SAFETY: as in `read_slot`.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.slot_ptr(idx), n) };
+    }
+
+    /// Stops mapping: user space can no longer map the queue (the memory
+    /// lives on until existing mappings go). Call while the user context
+    /// is alive, i.e. from the destroy verb.
+    pub(crate) fn unmap(&self) {
+        let e = self.entry.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        if !e.is_null() {
+            // SAFETY: inserted in `new` and removed once (the swap); ib_core
+            // calls mmap_free when the last reference goes.
+            unsafe { b::rdma_user_mmap_entry_remove(&raw mut (*e).rdma) };
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Normally done by the destroy verb already.
+        self.unmap();
+    }
+}
+
+/// ops.mmap: maps the queue behind the entry at the vma's offset.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn mmap(
+    uctx: *mut b::ib_ucontext,
+    vma: *mut b::vm_area_struct,
+) -> kernel::ffi::c_int {
+    // SAFETY: ib_core's arguments.
+    let e = unsafe { b::rdma_user_mmap_entry_get(uctx, vma) };
+    if e.is_null() {
+        return EINVAL.to_errno();
+    }
+    let entry = e.cast::<MmapEntry>();
+    // SAFETY: every entry oxe inserts is an MmapEntry (rdma field first); the
+    // reference we hold keeps it alive. remap_vmalloc_range checks the vma
+    // size against the allocation.
+    let ret = unsafe { b::oxe_shim_remap_vmalloc(vma, (&(*entry).mem).addr.as_ptr().cast()) };
+    // SAFETY: balances rdma_user_mmap_entry_get.
+    unsafe { b::rdma_user_mmap_entry_put(e) };
+    ret
+}
+
+/// ops.mmap_free: the entry's last reference is gone.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn mmap_free(e: *mut b::rdma_user_mmap_entry) {
+    // SAFETY: an MmapEntry leaked by Ring::new, handed back exactly once.
+    drop(unsafe { KBox::from_raw(e.cast::<MmapEntry>()) });
+}

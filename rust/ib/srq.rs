@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! SRQ verbs.
+
+use super::device::IbDev;
+use super::error::to_c_int;
+use super::objects::PdId;
+use super::queue::Uctx;
+use super::udata::UData;
+use crate::bindings as b;
+use crate::oxe_core::abi::OxeCreateSrqResp;
+use crate::srq::Srq;
+use core::ptr::NonNull;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+#[repr(C)]
+pub(super) struct SrqObj {
+    ib: b::ib_srq,
+    srq: Option<Arc<Srq>>,
+}
+
+/// The ib_srq behind an SRQ, for the limit event.
+///
+/// # Invariants
+///
+/// Live until the destroy verb takes it away.
+pub(crate) struct SrqHandle(NonNull<b::ib_srq>);
+
+// SAFETY: ib_core's event handlers may be called from any context.
+unsafe impl Send for SrqHandle {}
+// SAFETY: as above.
+unsafe impl Sync for SrqHandle {}
+
+impl SrqHandle {
+    pub(crate) fn limit_reached(&self) {
+        // SAFETY: live ib_srq (type invariant).
+        unsafe {
+            b::oxe_shim_srq_event(self.0.as_ptr(), b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED)
+        };
+    }
+}
+
+/// # Safety
+///
+/// `ibsrq` is an oxe SRQ ib_core keeps alive for the call.
+pub(super) unsafe fn get<'a>(ibsrq: *mut b::ib_srq) -> Option<&'a Arc<Srq>> {
+    // SAFETY: caller contract; SrqObj has the ib_srq first.
+    unsafe { (*ibsrq.cast::<SrqObj>()).srq.as_ref() }
+}
+
+pub(super) unsafe extern "C" fn create_srq(
+    ibsrq: *mut b::ib_srq,
+    init: *mut b::ib_srq_init_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: a core-allocated SRQ of this device.
+        let dev = unsafe { IbDev::from_raw((*ibsrq).device) }.ok_or(ENODEV)?;
+        let _ = dev.drv()?;
+        // SAFETY: ib_core's attributes.
+        let a = unsafe { &mut *init };
+        if a.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: the call's udata or null.
+        let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
+        let srq = Srq::new(
+            uctx,
+            // SAFETY: the SRQ's PD, set by ib_core.
+            PdId::of(unsafe { (*ibsrq).pd }),
+            a.attr.max_wr,
+            a.attr.max_sge,
+            a.attr.srq_limit,
+            SrqHandle(NonNull::new(ibsrq).ok_or(EINVAL)?),
+        )?;
+        a.attr.max_wr = srq.ring.num_slots();
+        a.attr.max_sge = srq.max_sge;
+        let resp = OxeCreateSrqResp {
+            srq: srq.ring.map(),
+            srq_num: 0,
+            reserved: 0,
+        };
+        // SAFETY: the call's udata.
+        if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
+            srq.destroy();
+            return Err(e);
+        }
+        // SAFETY: core-allocated; we own the driver part.
+        unsafe { core::ptr::addr_of_mut!((*ibsrq.cast::<SrqObj>()).srq).write(Some(srq)) };
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+pub(super) unsafe extern "C" fn modify_srq(
+    ibsrq: *mut b::ib_srq,
+    attr: *mut b::ib_srq_attr,
+    mask: b::ib_srq_attr_mask,
+    _udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an oxe SRQ alive for the call.
+        let srq = unsafe { get(ibsrq) }.ok_or(EINVAL)?;
+        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
+            // No resizing.
+            return Err(EOPNOTSUPP);
+        }
+        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
+            // SAFETY: ib_core's attributes.
+            srq.set_limit(unsafe { (*attr).srq_limit })?;
+        }
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+pub(super) unsafe extern "C" fn query_srq(
+    ibsrq: *mut b::ib_srq,
+    attr: *mut b::ib_srq_attr,
+) -> c_int {
+    // SAFETY: an oxe SRQ alive for the call.
+    let Some(srq) = (unsafe { get(ibsrq) }) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: ib_core's out struct.
+    let a = unsafe { &mut *attr };
+    a.max_wr = srq.ring.num_slots();
+    a.max_sge = srq.max_sge;
+    a.srq_limit = srq.limit();
+    0
+}
+
+pub(super) unsafe extern "C" fn destroy_srq(
+    ibsrq: *mut b::ib_srq,
+    _udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: an oxe SRQ, destroyed once with no QP attached.
+    let obj = unsafe { &mut *ibsrq.cast::<SrqObj>() };
+    if let Some(srq) = obj.srq.take() {
+        srq.destroy();
+    }
+    0
+}
+
+pub(super) unsafe extern "C" fn post_srq_recv(
+    ibsrq: *mut b::ib_srq,
+    mut wr: *const b::ib_recv_wr,
+    bad: *mut *const b::ib_recv_wr,
+) -> c_int {
+    // SAFETY: an oxe SRQ alive for the call.
+    let Some(srq) = (unsafe { get(ibsrq) }) else {
+        return EINVAL.to_errno();
+    };
+    while !wr.is_null() {
+        // SAFETY: the consumer's chain of WRs.
+        let r = unsafe { super::qp::kernel_recv(&*wr, srq.max_sge) }.and_then(|(w, sges)| {
+            let mut one = KVec::with_capacity(1, GFP_ATOMIC)?;
+            one.push((w, sges), GFP_ATOMIC)?;
+            srq.post_kernel(&one)
+        });
+        if let Err(e) = r {
+            if !bad.is_null() {
+                // SAFETY: ib_core's out pointer.
+                unsafe { *bad = wr };
+            }
+            return e.to_errno();
+        }
+        // SAFETY: as above.
+        wr = unsafe { (*wr).next };
+    }
+    0
+}

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Deferred work on oxe's own workqueue, and the packet queue the receive
+//! path hands packets over with.
+//!
+//! Protocol state lives behind mutexes, so it is only touched in process
+//! context: softirq receive just queues the packet, and timers are delayed
+//! work. Each handle cancels and waits for its work when dropped, so a work
+//! function never runs on a freed object; and the queue itself is destroyed
+//! at module exit, after every device is gone.
+
+use super::pkt::RxPacket;
+use crate::bindings as b;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+/// Creates oxe's workqueue; module init.
+pub(crate) fn init() -> Result {
+    // SAFETY: called once from module init.
+    let ret = unsafe { b::oxe_shim_wq_init() };
+    if ret != 0 {
+        return Err(Error::from_errno(ret));
+    }
+    Ok(())
+}
+
+/// Destroys the workqueue (draining it); module exit, after every device.
+pub(crate) fn exit() {
+    // SAFETY: called once from module exit, after `init` succeeded; every
+    // work handle has been dropped (so cancelled) by then.
+    unsafe { b::oxe_shim_wq_exit() };
+}
+
+/// The current time in jiffies.
+pub(crate) fn jiffies() -> u64 {
+    // SAFETY: reads the jiffies counter.
+    unsafe { b::oxe_shim_jiffies64() }
+}
+
+/// Microseconds as jiffies (rounded up).
+pub(crate) fn usecs_to_jiffies(us: u64) -> u64 {
+    // SAFETY: pure conversion.
+    unsafe { b::oxe_shim_usecs_to_jiffies(us) as u64 }
+}
+
+/// Something a [`Work`] runs.
+pub(crate) trait WorkFn: Sync {
+    /// The deferred call; process context.
+    fn run(&self);
+}
+
+unsafe extern "C" fn work_tramp<T: WorkFn>(ctx: *mut c_void) {
+    // SAFETY: `ctx` is the `T` the Work was created for, which (Work's
+    // contract) outlives the work: dropping the Work cancels and waits.
+    unsafe { &*ctx.cast::<T>() }.run();
+}
+
+/// A deferred call of `T::run` on one object.
+///
+/// # Invariants
+///
+/// `self.0` is a live `oxe_work` whose context is the `T` given to `new`.
+pub(crate) struct Work(NonNull<b::oxe_work>);
+
+// SAFETY: the C work item is internally synchronized (workqueue API).
+unsafe impl Send for Work {}
+// SAFETY: as above.
+unsafe impl Sync for Work {}
+
+impl Work {
+    /// A work item that calls `ctx.run()`.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` must stay valid until the returned `Work` is dropped (typically:
+    /// the `Work` is a field of `*ctx`, declared before anything `run` uses,
+    /// and `ctx` does not move).
+    pub(crate) unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
+        // SAFETY: the trampoline matches `T`; the context contract is the caller's.
+        let w = unsafe { b::oxe_shim_work_new(Some(work_tramp::<T>), ctx.cast_mut().cast()) };
+        NonNull::new(w).map(Work).ok_or(ENOMEM)
+    }
+
+    /// Runs the work soon (again, if it is running now). Any context.
+    pub(crate) fn queue(&self) {
+        // SAFETY: live work (type invariant).
+        unsafe { b::oxe_shim_work_queue(self.0.as_ptr()) };
+    }
+
+    /// Runs the work after `delay` jiffies, unless it is due sooner anyway.
+    pub(crate) fn queue_after(&self, delay: u64) {
+        // SAFETY: live work (type invariant).
+        unsafe { b::oxe_shim_work_queue_after(self.0.as_ptr(), delay as _) };
+    }
+}
+
+impl Work {
+    /// Cancels the work and waits for a running call; it may be queued
+    /// again afterwards.
+    pub(crate) fn cancel(&self) {
+        // SAFETY: live work (type invariant).
+        unsafe { b::oxe_shim_work_cancel(self.0.as_ptr()) };
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        // SAFETY: live work; cancels, waits for a running call, frees.
+        unsafe { b::oxe_shim_work_free(self.0.as_ptr()) };
+    }
+}
+
+/// Packets from softirq receive, drained in process context by `T::run`.
+///
+/// # Invariants
+///
+/// `self.0` is a live `oxe_rxq` whose context is the `T` given to `new`.
+pub(crate) struct RxQueue(NonNull<b::oxe_rxq>);
+
+// SAFETY: the skb queue has its own lock; the work item is workqueue-safe.
+unsafe impl Send for RxQueue {}
+// SAFETY: as above.
+unsafe impl Sync for RxQueue {}
+
+impl RxQueue {
+    /// # Safety
+    ///
+    /// As for [`Work::new`].
+    pub(crate) unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
+        // SAFETY: as for Work::new.
+        let q = unsafe { b::oxe_shim_rxq_new(Some(work_tramp::<T>), ctx.cast_mut().cast()) };
+        NonNull::new(q).map(RxQueue).ok_or(ENOMEM)
+    }
+
+    /// Queues a packet and schedules the drain. Any context.
+    pub(crate) fn push(&self, pkt: RxPacket) {
+        // SAFETY: live queue; the queue takes ownership of the skb.
+        unsafe { b::oxe_shim_rxq_push(self.0.as_ptr(), pkt.into_raw()) };
+    }
+
+    /// The next queued packet.
+    pub(crate) fn pop(&self) -> Option<RxPacket> {
+        // SAFETY: live queue; a dequeued skb is ours.
+        let skb = unsafe { b::oxe_shim_rxq_pop(self.0.as_ptr()) };
+        // SAFETY: an skb we own.
+        unsafe { RxPacket::from_raw(skb) }
+    }
+}
+
+impl Drop for RxQueue {
+    fn drop(&mut self) {
+        // SAFETY: live queue; cancels and waits for the drain, frees what is queued.
+        unsafe { b::oxe_shim_rxq_free(self.0.as_ptr()) };
+    }
+}

@@ -1,0 +1,663 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: creation, the state machine (IBTA 10.3), and the work item
+//! that drives the send side. The protocol itself is in `req.rs`
+//! (requester and completer) and `resp.rs` (responder).
+//!
+//! All protocol state sits behind one mutex per QP and is only touched in
+//! process context: the QP's work item, the device's receive work, and the
+//! verbs. Kernel consumers post from any context; they only write the
+//! rings (under an irq-safe lock) and kick the work item.
+
+use crate::av::Av;
+use crate::cq::Cq;
+use crate::device::OxeDevice;
+use crate::ib::device::IbDev;
+use crate::ib::kmem::KernelToken;
+use crate::ib::objects::PdId;
+use crate::ib::qp::QpHandle;
+use crate::ib::queue::{Ring, Uctx};
+use crate::ib::work::{self, Work, WorkFn};
+use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge};
+use crate::oxe_core::qp_state::{self, QpAttrMask, QpState, QpType};
+use crate::oxe_core::Psn;
+use crate::srq::Srq;
+use crate::wr::{self, wc_status, RecvWr, SendWr};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::prelude::*;
+use kernel::sync::{Arc, Mutex, SetOnce, SpinLockIrq};
+
+/// Queue depth limit (per queue).
+pub(crate) const MAX_WR: u32 = 1 << 14;
+/// SGEs per work request.
+pub(crate) const MAX_SGE: u32 = 32;
+/// Inline payload per send work request.
+pub(crate) const MAX_INLINE: u32 = 512;
+/// Outstanding RDMA READ / atomic requests, each way.
+pub(crate) const MAX_RD_ATOMIC: u32 = 128;
+/// The Q_Key of QP1 (IBTA 13.4.6.1... the GSI's well-known Q_Key).
+pub(crate) const GSI_QKEY: u32 = 0x8001_0000;
+
+/// `ib_qp_attr`, as far as oxe keeps it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpAttr {
+    pub(crate) state: u32,
+    pub(crate) cur_state: u32,
+    pub(crate) access: u32,
+    pub(crate) pkey_index: u16,
+    pub(crate) port: u8,
+    pub(crate) qkey: u32,
+    pub(crate) av: Option<Av>,
+    /// `enum ib_mtu` (1 = 256 ... 5 = 4096).
+    pub(crate) path_mtu: u32,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) dest_qpn: u32,
+}
+
+/// Requested capacities; on return, what was granted.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpCaps {
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline: u32,
+}
+
+/// A send work request in flight (RC) or being sent (UD).
+pub(crate) struct Pending {
+    pub(crate) wr: SendWr,
+    /// Kernel UD/GSI requests: where to.
+    pub(crate) av: Option<Av>,
+    pub(crate) first_psn: Psn,
+    /// PSNs the request uses (its packets, or a read's response packets).
+    pub(crate) npsn: u32,
+    /// Packets sent (requests: 0 or 1 for a read or atomic).
+    pub(crate) sent: u32,
+    /// Read response packets received.
+    pub(crate) got: u32,
+    pub(crate) started: bool,
+    pub(crate) done: bool,
+    pub(crate) status: u32,
+}
+
+/// Requester and completer state.
+#[derive(Default)]
+pub(crate) struct Req {
+    /// Next SQ slot to read.
+    pub(crate) fetch: u32,
+    /// Fetched and not yet completed, oldest first.
+    pub(crate) pending: KVec<Pending>,
+    pub(crate) next_psn: Psn,
+    pub(crate) retries_left: u8,
+    pub(crate) rnr_left: u8,
+    /// Retransmit deadline (jiffies) while anything is unacknowledged.
+    pub(crate) deadline: Option<u64>,
+    /// RNR NAK back-off: no sending before this (jiffies).
+    pub(crate) rnr_until: Option<u64>,
+    /// Reads and atomics outstanding.
+    pub(crate) rd_out: u32,
+}
+
+/// A receive being filled by a multi-packet SEND.
+pub(crate) struct RecvInProgress {
+    pub(crate) wr: RecvWr,
+    pub(crate) off: u32,
+}
+
+/// An RDMA WRITE being placed.
+pub(crate) struct WriteInProgress {
+    pub(crate) mr: Option<Arc<crate::mr::Mr>>,
+    pub(crate) va: u64,
+    pub(crate) off: u64,
+    pub(crate) len: u64,
+}
+
+/// Responder state.
+#[derive(Default)]
+pub(crate) struct Resp {
+    pub(crate) epsn: Psn,
+    pub(crate) msn: u32,
+    pub(crate) nak_sent: bool,
+    pub(crate) recv: Option<RecvInProgress>,
+    pub(crate) write: Option<WriteInProgress>,
+    /// Executed atomics by PSN, replayed for duplicates.
+    pub(crate) atomics: [(u32, u64, bool); 16],
+    pub(crate) next_atomic: usize,
+    /// The RQ's consumer index (the kernel's, authoritative).
+    pub(crate) rq_cons: u32,
+}
+
+pub(crate) struct QpInner {
+    pub(crate) state: QpState,
+    pub(crate) attr: QpAttr,
+    pub(crate) req: Req,
+    pub(crate) resp: Resp,
+}
+
+impl QpInner {
+    /// Path MTU in bytes.
+    pub(crate) fn mtu(&self) -> u32 {
+        match self.attr.path_mtu {
+            1..=5 => 128 << self.attr.path_mtu,
+            _ => 1024,
+        }
+    }
+}
+
+/// Kernel consumers' producer indices.
+struct KernelPost {
+    sq: u32,
+    rq: u32,
+}
+
+#[pin_data]
+pub(crate) struct Qp {
+    /// First, so it is cancelled before anything it uses is dropped.
+    work: SetOnce<Work>,
+    qpn: AtomicU32,
+    pub(crate) ty: QpType,
+    pub(crate) pd: PdId,
+    pub(crate) dev: IbDev,
+    pub(crate) send_cq: Arc<Cq>,
+    pub(crate) recv_cq: Arc<Cq>,
+    pub(crate) srq: Option<Arc<Srq>>,
+    pub(crate) sq: Ring,
+    pub(crate) rq: Option<Ring>,
+    pub(crate) caps: QpCaps,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) kernel: Option<KernelToken>,
+    /// UDP source port: spreads QPs over flows, as RoCE v2 intends.
+    pub(crate) sport: u16,
+    #[pin]
+    kpost: SpinLockIrq<KernelPost>,
+    #[pin]
+    handle: SpinLockIrq<Option<QpHandle>>,
+    /// Kernel UD/GSI QPs: the address of each SQ slot's request (their
+    /// AHs are not numbered, as they may be created in atomic context).
+    #[pin]
+    kav: SpinLockIrq<KVec<Av>>,
+    #[pin]
+    pub(crate) inner: Mutex<QpInner>,
+}
+
+/// What `create_qp` needs.
+pub(crate) struct QpInit {
+    pub(crate) ty: QpType,
+    pub(crate) pd: PdId,
+    pub(crate) send_cq: Arc<Cq>,
+    pub(crate) recv_cq: Arc<Cq>,
+    pub(crate) srq: Option<Arc<Srq>>,
+    pub(crate) caps: QpCaps,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) uctx: Option<Uctx>,
+    pub(crate) kernel: Option<KernelToken>,
+    pub(crate) handle: QpHandle,
+}
+
+impl WorkFn for Qp {
+    fn run(&self) {
+        self.run_work();
+    }
+}
+
+impl Qp {
+    pub(crate) fn create(drv: &OxeDevice, dev: IbDev, init: QpInit) -> Result<Arc<Qp>> {
+        let c = init.caps;
+        if c.max_send_wr > MAX_WR
+            || c.max_recv_wr > MAX_WR
+            || c.max_send_sge > MAX_SGE
+            || c.max_recv_sge > MAX_SGE
+            || c.max_inline > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        if init.ty == QpType::Uc {
+            return Err(EOPNOTSUPP);
+        }
+        let send_body = (c.max_send_sge.max(1) * OxeSge::SIZE as u32).max(c.max_inline);
+        let sq = Ring::new(
+            init.uctx,
+            c.max_send_wr.max(1),
+            OxeSendWqe::SIZE as u32 + send_body,
+        )?;
+        let rq = match init.srq {
+            Some(_) => None,
+            None => Some(Ring::new(
+                init.uctx,
+                c.max_recv_wr.max(1),
+                OxeRecvWqe::SIZE as u32 + c.max_recv_sge.max(1) * OxeSge::SIZE as u32,
+            )?),
+        };
+        let sq_body = sq.slot_size() - OxeSendWqe::SIZE as u32;
+        let caps = QpCaps {
+            max_send_wr: sq.num_slots(),
+            max_send_sge: (sq_body / OxeSge::SIZE as u32).min(MAX_SGE),
+            max_inline: sq_body.min(MAX_INLINE),
+            max_recv_wr: rq.as_ref().map_or(0, |r| r.num_slots()),
+            max_recv_sge: rq.as_ref().map_or(0, |r| {
+                ((r.slot_size() - OxeRecvWqe::SIZE as u32) / OxeSge::SIZE as u32).min(MAX_SGE)
+            }),
+        };
+        let qpn_hint = crate::ib::random_u32();
+        let mut kav = KVec::new();
+        if init.kernel.is_some() && matches!(init.ty, QpType::Ud | QpType::Gsi) {
+            kav.resize(sq.num_slots() as usize, Av::default(), GFP_KERNEL)?;
+        }
+        let qp = Arc::pin_init(
+            pin_init!(Qp {
+                work: SetOnce::new(),
+                qpn: AtomicU32::new(0),
+                ty: init.ty,
+                pd: init.pd,
+                dev,
+                send_cq: init.send_cq,
+                recv_cq: init.recv_cq,
+                srq: init.srq,
+                sq,
+                rq,
+                caps,
+                sq_sig_all: init.sq_sig_all,
+                kernel: init.kernel,
+                sport: 0xc000 | (qpn_hint as u16 & 0x3fff),
+                kpost <- kernel::new_spinlock_irq!(KernelPost { sq: 0, rq: 0 }),
+                handle <- kernel::new_spinlock_irq!(Some(init.handle)),
+                kav <- kernel::new_spinlock_irq!(kav),
+                inner <- kernel::new_mutex!(QpInner {
+                    state: QpState::Reset,
+                    attr: QpAttr { port: 1, ..Default::default() },
+                    req: Req::default(),
+                    resp: Resp::default(),
+                }),
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: the work is a field of `*qp`, declared first, and `qp`
+        // lives in an Arc allocation that does not move.
+        let w = unsafe { Work::new::<Qp>(&*qp) }?;
+        qp.work.populate(w);
+        let qpn = if init.ty == QpType::Gsi {
+            drv.qps.insert_at(1, &qp)?;
+            1
+        } else {
+            drv.qps.insert(&qp, qpn_hint)?
+        };
+        qp.qpn.store(qpn, Ordering::Release);
+        Ok(qp)
+    }
+
+    pub(crate) fn qpn(&self) -> u32 {
+        self.qpn.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn drv(&self) -> Result<&OxeDevice> {
+        self.dev.drv()
+    }
+
+    /// Runs the work item soon.
+    pub(crate) fn kick(&self) {
+        if let Some(w) = self.work.as_ref() {
+            w.queue();
+        }
+    }
+
+    fn kick_after(&self, delay: u64) {
+        if let Some(w) = self.work.as_ref() {
+            w.queue_after(delay);
+        }
+    }
+
+    /// Runs `f` on the ib_qp handle, if the QP still has one.
+    pub(crate) fn with_handle<R>(&self, f: impl FnOnce(&QpHandle) -> R) -> Option<R> {
+        self.handle.lock().as_ref().map(f)
+    }
+
+    /// The verbs' async event for this QP, if it still has an ib_qp.
+    pub(crate) fn event(&self, ev: crate::ib::qp::QpEvent) {
+        if let Some(h) = self.handle.lock().as_ref() {
+            h.event(ev);
+        }
+    }
+
+    /// The work item: flush in the error state, otherwise run timers and
+    /// the requester.
+    fn run_work(&self) {
+        let Ok(drv) = self.drv() else { return };
+        let mut q = self.inner.lock();
+        match q.state {
+            QpState::Error => self.flush(&mut q),
+            QpState::Rts | QpState::Sqd => {
+                self.timers(drv, &mut q);
+                if q.state == QpState::Error {
+                    self.flush(&mut q);
+                } else {
+                    self.requester(drv, &mut q);
+                }
+            }
+            _ => {}
+        }
+        let next = [q.req.deadline, q.req.rnr_until]
+            .into_iter()
+            .flatten()
+            .min();
+        drop(q);
+        if let Some(t) = next {
+            self.kick_after(t.saturating_sub(work::jiffies()).max(1));
+        }
+    }
+
+    /// Posts a completion for a send work request to the send CQ.
+    pub(crate) fn complete_send(&self, wr_id: u64, opcode: u32, status: u32, len: u32) {
+        let c = wr::cqe(self.qpn(), wr_id, opcode, status, len);
+        self.send_cq.push(&c, false);
+    }
+
+    /// Posts a receive completion.
+    pub(crate) fn complete_recv(&self, c: &OxeCqe, solicited: bool) {
+        self.recv_cq.push(c, solicited);
+    }
+
+    /// Moves to the error state (from any state but Reset): IBTA 10.3.1.
+    pub(crate) fn to_error(&self, q: &mut QpInner) {
+        if q.state != QpState::Error && q.state != QpState::Reset {
+            q.state = QpState::Error;
+            self.kick();
+        }
+    }
+
+    /// Takes the next receive WQE from the SRQ or the RQ.
+    pub(crate) fn take_recv(&self, q: &mut QpInner) -> Option<Result<RecvWr>> {
+        if let Some(srq) = &self.srq {
+            return srq.take();
+        }
+        let rq = self.rq.as_ref()?;
+        let prod = rq.producer();
+        let queued = prod.wrapping_sub(q.resp.rq_cons);
+        if queued == 0 || queued > rq.num_slots() {
+            return None;
+        }
+        let w = wr::read_recv(rq, q.resp.rq_cons);
+        q.resp.rq_cons = q.resp.rq_cons.wrapping_add(1);
+        rq.set_consumer(q.resp.rq_cons);
+        Some(w)
+    }
+
+    /// Completes everything outstanding with WR_FLUSH_ERR (IBTA 10.3.1:
+    /// the error state flushes both queues; an SRQ is not flushed).
+    pub(crate) fn flush(&self, q: &mut QpInner) {
+        for p in core::mem::take(&mut q.req.pending).into_iter() {
+            let status = if p.done && p.status != wc_status::SUCCESS {
+                p.status
+            } else {
+                wc_status::WR_FLUSH_ERR
+            };
+            self.complete_send(
+                p.wr.wqe.wr_id,
+                crate::req::wc_opcode(p.wr.wqe.opcode),
+                status,
+                0,
+            );
+        }
+        let prod = self.sq.producer();
+        let mut budget = self.sq.num_slots();
+        while q.req.fetch != prod && budget > 0 {
+            let mut buf = [0u8; OxeSendWqe::SIZE];
+            self.sq.read_slot(q.req.fetch, &mut buf);
+            if let Some(w) = OxeSendWqe::from_bytes(&buf) {
+                self.complete_send(
+                    w.wr_id,
+                    crate::req::wc_opcode(w.opcode),
+                    wc_status::WR_FLUSH_ERR,
+                    0,
+                );
+            }
+            q.req.fetch = q.req.fetch.wrapping_add(1);
+            budget -= 1;
+        }
+        self.sq.set_consumer(q.req.fetch);
+        q.req.rd_out = 0;
+        q.req.deadline = None;
+        q.req.rnr_until = None;
+        if let Some(r) = q.resp.recv.take() {
+            let c = wr::cqe(
+                self.qpn(),
+                r.wr.wr_id,
+                wr::wc_op::RECV,
+                wc_status::WR_FLUSH_ERR,
+                0,
+            );
+            self.complete_recv(&c, false);
+        }
+        q.resp.write = None;
+        if self.srq.is_none() {
+            while let Some(w) = self.take_recv(q) {
+                if let Ok(w) = w {
+                    let c = wr::cqe(
+                        self.qpn(),
+                        w.wr_id,
+                        wr::wc_op::RECV,
+                        wc_status::WR_FLUSH_ERR,
+                        0,
+                    );
+                    self.complete_recv(&c, false);
+                }
+            }
+        }
+    }
+
+    /// ib_modify_qp.
+    pub(crate) fn modify(&self, mask: u32, a: &QpAttr) -> Result {
+        let mut q = self.inner.lock();
+        let m = QpAttrMask(mask);
+        let cur = if m.contains(QpAttrMask::CUR_STATE) {
+            QpState::from_raw(a.cur_state).ok_or(EINVAL)?
+        } else {
+            q.state
+        };
+        let next = if m.contains(QpAttrMask::STATE) {
+            QpState::from_raw(a.state).ok_or(EINVAL)?
+        } else {
+            cur
+        };
+        qp_state::check_modify(cur, next, self.ty, m).map_err(crate::ib::error::from_core)?;
+        if m.contains(QpAttrMask::PORT) && a.port != 1 {
+            return Err(EINVAL);
+        }
+        if m.contains(QpAttrMask::PKEY_INDEX) && a.pkey_index != 0 {
+            return Err(EINVAL);
+        }
+        if m.contains(QpAttrMask::PATH_MTU) && !(1..=5).contains(&a.path_mtu) {
+            return Err(EINVAL);
+        }
+        if m.contains(QpAttrMask::MAX_QP_RD_ATOMIC) && u32::from(a.max_rd_atomic) > MAX_RD_ATOMIC {
+            return Err(EINVAL);
+        }
+        if m.contains(QpAttrMask::MAX_DEST_RD_ATOMIC)
+            && u32::from(a.max_dest_rd_atomic) > MAX_RD_ATOMIC
+        {
+            return Err(EINVAL);
+        }
+        if m.contains(QpAttrMask::AV) {
+            let av = a.av.ok_or(EINVAL)?;
+            q.attr.av = Some(av);
+        }
+        let t = &mut q.attr;
+        if m.contains(QpAttrMask::ACCESS_FLAGS) {
+            t.access = a.access;
+        }
+        if m.contains(QpAttrMask::QKEY) {
+            t.qkey = a.qkey;
+        }
+        if m.contains(QpAttrMask::PATH_MTU) {
+            t.path_mtu = a.path_mtu;
+        }
+        if m.contains(QpAttrMask::TIMEOUT) {
+            t.timeout = a.timeout;
+        }
+        if m.contains(QpAttrMask::RETRY_CNT) {
+            t.retry_cnt = a.retry_cnt;
+        }
+        if m.contains(QpAttrMask::RNR_RETRY) {
+            t.rnr_retry = a.rnr_retry;
+        }
+        if m.contains(QpAttrMask::MAX_QP_RD_ATOMIC) {
+            t.max_rd_atomic = a.max_rd_atomic;
+        }
+        if m.contains(QpAttrMask::MAX_DEST_RD_ATOMIC) {
+            t.max_dest_rd_atomic = a.max_dest_rd_atomic;
+        }
+        if m.contains(QpAttrMask::MIN_RNR_TIMER) {
+            t.min_rnr_timer = a.min_rnr_timer;
+        }
+        if m.contains(QpAttrMask::DEST_QPN) {
+            t.dest_qpn = a.dest_qpn;
+        }
+        if m.contains(QpAttrMask::RQ_PSN) {
+            t.rq_psn = a.rq_psn & Psn::MASK;
+            q.resp.epsn = Psn::from_masked(a.rq_psn);
+        }
+        if m.contains(QpAttrMask::SQ_PSN) {
+            q.attr.sq_psn = a.sq_psn & Psn::MASK;
+            q.req.next_psn = Psn::from_masked(a.sq_psn);
+        }
+        if self.ty == QpType::Gsi {
+            q.attr.qkey = GSI_QKEY;
+        }
+        if m.contains(QpAttrMask::STATE) {
+            self.enter(&mut q, next);
+        }
+        Ok(())
+    }
+
+    fn enter(&self, q: &mut QpInner, next: QpState) {
+        let prev = q.state;
+        q.state = next;
+        match next {
+            QpState::Reset => {
+                // Everything outstanding is discarded without completions.
+                q.req = Req {
+                    fetch: self.sq.producer(),
+                    ..Req::default()
+                };
+                self.sq.set_consumer(q.req.fetch);
+                let rq_cons = self.rq.as_ref().map_or(0, |r| r.producer());
+                if let Some(r) = &self.rq {
+                    r.set_consumer(rq_cons);
+                }
+                q.resp = Resp {
+                    rq_cons,
+                    ..Resp::default()
+                };
+            }
+            QpState::Rts => {
+                q.req.retries_left = q.attr.retry_cnt;
+                q.req.rnr_left = q.attr.rnr_retry;
+                self.kick();
+            }
+            QpState::Error => {
+                if prev != QpState::Error {
+                    self.kick();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// ib_query_qp.
+    pub(crate) fn query(&self) -> QpAttr {
+        let q = self.inner.lock();
+        let mut a = q.attr;
+        a.state = q.state as u32;
+        a.cur_state = q.state as u32;
+        a.sq_psn = q.req.next_psn.value();
+        a.rq_psn = q.resp.epsn.value();
+        a
+    }
+
+    /// The destroy verb: no more work, no more events, out of the table.
+    pub(crate) fn destroy(&self, drv: &OxeDevice) {
+        drv.qps.remove(self.qpn());
+        {
+            let mut q = self.inner.lock();
+            q.state = QpState::Reset;
+        }
+        if let Some(w) = self.work.as_ref() {
+            w.cancel();
+        }
+        self.handle.lock().take();
+        self.sq.unmap();
+        if let Some(r) = &self.rq {
+            r.unmap();
+        }
+    }
+
+    /// User space rang the doorbell (a post_send with no work requests).
+    pub(crate) fn doorbell(&self) {
+        self.kick();
+    }
+
+    /// Kernel consumers' post_send: writes `wqe` (and its SGEs or inline
+    /// bytes) into the SQ. Any context.
+    pub(crate) fn post_send_kernel(&self, wqe: &OxeSendWqe, body: &[u8], av: Option<Av>) -> Result {
+        let mut kp = self.kpost.lock();
+        if let Some(av) = av {
+            let slot = (kp.sq & (self.sq.num_slots() - 1)) as usize;
+            let mut kav = self.kav.lock();
+            if let Some(a) = kav.get_mut(slot) {
+                *a = av;
+            }
+        }
+        if kp.sq.wrapping_sub(self.sq.consumer()) >= self.sq.num_slots() {
+            return Err(ENOMEM);
+        }
+        let size = self.sq.slot_size() as usize;
+        if OxeSendWqe::SIZE + body.len() > size.min(wr::MAX_SLOT) {
+            return Err(EINVAL);
+        }
+        let mut buf = [0u8; wr::MAX_SLOT];
+        wqe.write_to(&mut buf);
+        buf[OxeSendWqe::SIZE..OxeSendWqe::SIZE + body.len()].copy_from_slice(body);
+        self.sq
+            .write_slot(kp.sq, &buf[..OxeSendWqe::SIZE + body.len()]);
+        kp.sq = kp.sq.wrapping_add(1);
+        self.sq.set_producer(kp.sq);
+        Ok(())
+    }
+
+    /// Kernel consumers' post_recv. Any context.
+    pub(crate) fn post_recv_kernel(&self, w: &OxeRecvWqe, sges: &[OxeSge]) -> Result {
+        let rq = self.rq.as_ref().ok_or(EINVAL)?;
+        if sges.len() > self.caps.max_recv_sge as usize {
+            return Err(EINVAL);
+        }
+        let mut kp = self.kpost.lock();
+        if kp.rq.wrapping_sub(rq.consumer()) >= rq.num_slots() {
+            return Err(ENOMEM);
+        }
+        crate::srq::write_recv_slot(rq, kp.rq, w, sges);
+        kp.rq = kp.rq.wrapping_add(1);
+        rq.set_producer(kp.rq);
+        Ok(())
+    }
+
+    /// The address a kernel UD request in SQ slot `idx` was posted with.
+    pub(crate) fn kernel_av(&self, idx: u32) -> Option<Av> {
+        let slot = (idx & (self.sq.num_slots() - 1)) as usize;
+        self.kav.lock().get(slot).copied()
+    }
+
+    /// Whether the QP is in the error state (for posting receives there:
+    /// they must complete with a flush error, which the work item does).
+    pub(crate) fn kick_if_error(&self) {
+        // try_lock: posting may happen in atomic context; a busy lock means
+        // the work runs anyway.
+        self.kick();
+    }
+}

@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The send side of a QP (IBTA 9.7): the requester, which turns send work
+//! requests into packets, and the completer, which retires them on
+//! acknowledgements, read responses and NAKs, retries on timeout or
+//! sequence errors (go-back-N), backs off on RNR NAKs, and completes in
+//! order.
+
+use crate::av::Av;
+use crate::device::OxeDevice;
+use crate::ib::work;
+use crate::oxe_core::abi::{OXE_SEND_FENCE, OXE_SEND_SIGNALED, OXE_SEND_SOLICITED};
+use crate::oxe_core::aeth::{rnr_timer_micros, NakCode, Syndrome};
+use crate::oxe_core::ext_headers::{AtomicEth, Deth, Reth};
+use crate::oxe_core::opcode::codes as op;
+use crate::oxe_core::qp_state::{QpState, QpType};
+use crate::oxe_core::{AccessOp, Psn};
+use crate::qp::{Pending, Qp, QpInner, GSI_QKEY};
+use crate::tx::{self, Headers, TxError};
+use crate::wr::{self, wc_op, wc_status, wr_op};
+use crate::xfer::{Local, LocalErr};
+use kernel::prelude::*;
+
+/// Packets one work run sends before yielding the worker.
+const BUDGET: u32 = 64;
+/// Ask for an ACK at least this often within a long message.
+const ACK_EVERY: u32 = 16;
+/// Floor for the retransmit timer: a software peer under emulation can be
+/// slow to answer, and a premature retry only costs a duplicate.
+const MIN_TIMEOUT_US: u64 = 100_000;
+
+/// The completion opcode for a send work request opcode.
+pub(crate) fn wc_opcode(wr_opcode: u32) -> u32 {
+    match wr_opcode {
+        wr_op::RDMA_WRITE | wr_op::RDMA_WRITE_WITH_IMM => wc_op::RDMA_WRITE,
+        wr_op::RDMA_READ => wc_op::RDMA_READ,
+        wr_op::ATOMIC_CMP_AND_SWP => wc_op::COMP_SWAP,
+        wr_op::ATOMIC_FETCH_AND_ADD => wc_op::FETCH_ADD,
+        _ => wc_op::SEND,
+    }
+}
+
+fn is_read_or_atomic(opcode: u32) -> bool {
+    matches!(
+        opcode,
+        wr_op::RDMA_READ | wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD
+    )
+}
+
+fn packets(len: u32, mtu: u32) -> u32 {
+    len.div_ceil(mtu).max(1)
+}
+
+/// The retransmit timeout for the QP's `timeout` attribute (4.096 µs × 2^t;
+/// 0 means infinite), in jiffies.
+fn retransmit_jiffies(timeout: u8) -> Option<u64> {
+    if timeout == 0 {
+        return None;
+    }
+    let us = (4096u64 << timeout.min(31)) / 1000;
+    Some(work::usecs_to_jiffies(us.max(MIN_TIMEOUT_US)))
+}
+
+impl Qp {
+    fn local<'a>(&'a self, drv: &'a OxeDevice) -> Local<'a> {
+        Local {
+            drv,
+            pd: self.pd,
+            kernel: self.kernel.as_ref(),
+        }
+    }
+
+    fn arm_timer(&self, q: &mut QpInner) {
+        if q.req.deadline.is_none() {
+            q.req.deadline = retransmit_jiffies(q.attr.timeout).map(|j| work::jiffies() + j);
+        }
+    }
+
+    /// Whether the SQ holds a request not fetched yet; a producer index more
+    /// than a ring ahead is a corrupt queue and counts as empty.
+    fn sq_has_new(&self, q: &QpInner) -> bool {
+        let prod = self.sq.producer();
+        let ahead = prod.wrapping_sub(q.req.fetch);
+        ahead != 0 && ahead <= self.sq.num_slots()
+    }
+
+    /// Fetches the next send WQE, checks it as far as it can be checked
+    /// locally, and queues it. Returns false when nothing can be fetched.
+    fn fetch(&self, drv: &OxeDevice, q: &mut QpInner) -> bool {
+        if !self.sq_has_new(q) {
+            return false;
+        }
+        let idx = q.req.fetch;
+        let w = match wr::read_send(&self.sq, idx, self.caps.max_inline) {
+            Ok(w) => w,
+            Err(_) => {
+                // Unreadable slot: complete it in error so the consumer learns.
+                let mut buf = [0u8; crate::oxe_core::abi::OxeSendWqe::SIZE];
+                self.sq.read_slot(idx, &mut buf);
+                let wr_id =
+                    crate::oxe_core::abi::OxeSendWqe::from_bytes(&buf).map_or(0, |w| w.wr_id);
+                q.req.fetch = idx.wrapping_add(1);
+                self.complete_send(wr_id, wc_op::SEND, wc_status::LOC_LEN_ERR, 0);
+                self.to_error(q);
+                return false;
+            }
+        };
+        let opcode = w.wqe.opcode;
+        // Fences and the read/atomic limit hold a request back, unfetched.
+        if w.wqe.send_flags & OXE_SEND_FENCE != 0 && q.req.rd_out > 0 {
+            return false;
+        }
+        if is_read_or_atomic(opcode) && q.req.rd_out >= u32::from(q.attr.max_rd_atomic).max(1) {
+            return false;
+        }
+        q.req.fetch = idx.wrapping_add(1);
+        let mut status = wc_status::SUCCESS;
+        let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
+        let allowed = if ud {
+            matches!(opcode, wr_op::SEND | wr_op::SEND_WITH_IMM)
+        } else {
+            matches!(
+                opcode,
+                wr_op::SEND
+                    | wr_op::SEND_WITH_IMM
+                    | wr_op::SEND_WITH_INV
+                    | wr_op::RDMA_WRITE
+                    | wr_op::RDMA_WRITE_WITH_IMM
+                    | wr_op::RDMA_READ
+                    | wr_op::ATOMIC_CMP_AND_SWP
+                    | wr_op::ATOMIC_FETCH_AND_ADD
+            )
+        };
+        let mtu = q.mtu();
+        if !allowed {
+            status = wc_status::LOC_QP_OP_ERR;
+        } else if ud && w.len > mtu {
+            status = wc_status::LOC_LEN_ERR;
+        } else if matches!(
+            opcode,
+            wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD
+        ) && (w.len < 8 || w.wqe.remote_addr % 8 != 0)
+        {
+            status = if w.len < 8 {
+                wc_status::LOC_LEN_ERR
+            } else {
+                wc_status::REM_INV_REQ_ERR
+            };
+        } else if !w.is_inline() {
+            let access = if is_read_or_atomic(opcode) {
+                AccessOp::LocalWrite
+            } else {
+                AccessOp::LocalRead
+            };
+            if self.local(drv).check(&w.sges, access).is_err() {
+                status = wc_status::LOC_PROT_ERR;
+            }
+        }
+        let npsn = if opcode == wr_op::RDMA_READ {
+            packets(w.len, mtu)
+        } else if is_read_or_atomic(opcode) {
+            1
+        } else {
+            packets(w.len, mtu)
+        };
+        let failed = status != wc_status::SUCCESS;
+        let av = if self.kernel.is_some() && ud {
+            self.kernel_av(idx)
+        } else {
+            None
+        };
+        let p = Pending {
+            wr: w,
+            av,
+            first_psn: q.req.next_psn,
+            npsn,
+            sent: 0,
+            got: 0,
+            started: !failed,
+            done: failed,
+            status,
+        };
+        if !failed && !ud {
+            q.req.next_psn = q.req.next_psn.add(npsn);
+            if is_read_or_atomic(opcode) {
+                q.req.rd_out += 1;
+            }
+        }
+        if q.req.pending.push(p, GFP_ATOMIC).is_err() {
+            self.to_error(q);
+            return false;
+        }
+        true
+    }
+
+    /// The requester: fetch, then send what the window allows.
+    pub(crate) fn requester(&self, drv: &OxeDevice, q: &mut QpInner) {
+        if q.state != QpState::Rts {
+            return;
+        }
+        if q.req.rnr_until.is_some() {
+            return;
+        }
+        let mut budget = BUDGET;
+        let mut i = 0;
+        while budget > 0 && q.state == QpState::Rts {
+            if i == q.req.pending.len() && !self.fetch(drv, q) {
+                break;
+            }
+            let Some(p) = q.req.pending.get(i) else { break };
+            let total = if is_read_or_atomic(p.wr.wqe.opcode) {
+                1
+            } else {
+                p.npsn
+            };
+            if p.done || p.sent >= total {
+                i += 1;
+                continue;
+            }
+            match self.send_next(drv, q, i) {
+                Ok(()) => budget -= 1,
+                Err(status) => {
+                    if let Some(p) = q.req.pending.get_mut(i) {
+                        p.done = true;
+                        p.status = status;
+                    }
+                    break;
+                }
+            }
+        }
+        self.retire(q);
+        if budget == 0 {
+            self.kick();
+        }
+    }
+
+    fn av(&self, drv: &OxeDevice, q: &QpInner, p: &Pending) -> Option<Av> {
+        match self.ty {
+            QpType::Ud | QpType::Gsi if self.kernel.is_some() => p.av,
+            QpType::Ud | QpType::Gsi => drv
+                .ahs
+                .get(p.wr.wqe.ah_num)
+                .filter(|a| a.pd == self.pd)
+                .map(|a| a.av),
+            _ => q.attr.av,
+        }
+    }
+
+    /// Sends the next packet of pending request `i`.
+    fn send_next(&self, drv: &OxeDevice, q: &mut QpInner, i: usize) -> Result<(), u32> {
+        let mtu = q.mtu();
+        let dest_qpn = q.attr.dest_qpn;
+        let qkey = q.attr.qkey;
+        let (hdrs, off, len) = {
+            let p = q.req.pending.get(i).ok_or(wc_status::LOC_QP_OP_ERR)?;
+            let w = &p.wr.wqe;
+            let mut h = Headers {
+                solicited: w.send_flags & OXE_SEND_SOLICITED != 0,
+                ..Headers::default()
+            };
+            match self.ty {
+                QpType::Ud | QpType::Gsi => {
+                    h.opcode = if w.opcode == wr_op::SEND_WITH_IMM {
+                        h.imm = Some(w.imm_data.to_ne_bytes());
+                        op::UD_SEND_ONLY_WITH_IMMEDIATE
+                    } else {
+                        op::UD_SEND_ONLY
+                    };
+                    h.dest_qpn = w.remote_qpn & 0x00ff_ffff;
+                    h.psn = q.req.next_psn;
+                    let wq = if w.remote_qkey & 0x8000_0000 != 0 && self.ty == QpType::Ud {
+                        qkey
+                    } else {
+                        w.remote_qkey
+                    };
+                    h.deth = Some(Deth {
+                        qkey: if self.ty == QpType::Gsi && h.dest_qpn == 1 {
+                            GSI_QKEY
+                        } else {
+                            wq
+                        },
+                        src_qpn: self.qpn(),
+                    });
+                    (h, 0u32, p.wr.len)
+                }
+                _ => {
+                    h.dest_qpn = dest_qpn;
+                    match w.opcode {
+                        wr_op::RDMA_READ => {
+                            let done_bytes = p.got * mtu;
+                            h.opcode = op::RC_RDMA_READ_REQUEST;
+                            h.psn = p.first_psn.add(p.got);
+                            h.ack_req = true;
+                            h.reth = Some(Reth {
+                                va: w.remote_addr.wrapping_add(done_bytes.into()),
+                                rkey: w.rkey,
+                                dma_len: p.wr.len.saturating_sub(done_bytes),
+                            });
+                            (h, 0, 0)
+                        }
+                        wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD => {
+                            let cas = w.opcode == wr_op::ATOMIC_CMP_AND_SWP;
+                            h.opcode = if cas {
+                                op::RC_COMPARE_SWAP
+                            } else {
+                                op::RC_FETCH_ADD
+                            };
+                            h.psn = p.first_psn;
+                            h.ack_req = true;
+                            h.atomic = Some(AtomicEth {
+                                va: w.remote_addr,
+                                rkey: w.rkey,
+                                swap_add: if cas { w.swap } else { w.compare_add },
+                                compare: if cas { w.compare_add } else { 0 },
+                            });
+                            (h, 0, 0)
+                        }
+                        _ => {
+                            let k = p.sent;
+                            let n = p.npsn;
+                            let off = k * mtu;
+                            let len = p.wr.len.saturating_sub(off).min(mtu);
+                            let first = k == 0;
+                            let last = k + 1 == n;
+                            let write =
+                                matches!(w.opcode, wr_op::RDMA_WRITE | wr_op::RDMA_WRITE_WITH_IMM);
+                            let imm = matches!(
+                                w.opcode,
+                                wr_op::RDMA_WRITE_WITH_IMM | wr_op::SEND_WITH_IMM
+                            );
+                            let inv = w.opcode == wr_op::SEND_WITH_INV;
+                            h.opcode = match (write, first, last) {
+                                (true, true, true) if imm => op::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                                (true, true, true) => op::RC_RDMA_WRITE_ONLY,
+                                (true, true, false) => op::RC_RDMA_WRITE_FIRST,
+                                (true, false, true) if imm => op::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                                (true, false, true) => op::RC_RDMA_WRITE_LAST,
+                                (true, false, false) => op::RC_RDMA_WRITE_MIDDLE,
+                                (false, true, true) if imm => op::RC_SEND_ONLY_WITH_IMMEDIATE,
+                                (false, true, true) if inv => op::RC_SEND_ONLY_WITH_INVALIDATE,
+                                (false, true, true) => op::RC_SEND_ONLY,
+                                (false, true, false) => op::RC_SEND_FIRST,
+                                (false, false, true) if imm => op::RC_SEND_LAST_WITH_IMMEDIATE,
+                                (false, false, true) if inv => op::RC_SEND_LAST_WITH_INVALIDATE,
+                                (false, false, true) => op::RC_SEND_LAST,
+                                (false, false, false) => op::RC_SEND_MIDDLE,
+                            };
+                            if write && first {
+                                h.reth = Some(Reth {
+                                    va: w.remote_addr,
+                                    rkey: w.rkey,
+                                    dma_len: p.wr.len,
+                                });
+                            }
+                            if last && imm {
+                                h.imm = Some(w.imm_data.to_ne_bytes());
+                            }
+                            if last && inv {
+                                h.ieth = Some(w.imm_data);
+                            }
+                            if !last {
+                                h.solicited = false;
+                            }
+                            h.psn = p.first_psn.add(k);
+                            h.ack_req = last || (k + 1) % ACK_EVERY == 0;
+                            (h, off, len)
+                        }
+                    }
+                }
+            }
+        };
+        let p = q.req.pending.get(i).ok_or(wc_status::LOC_QP_OP_ERR)?;
+        let av = self.av(drv, q, p).ok_or(wc_status::LOC_QP_OP_ERR)?;
+        let local = self.local(drv);
+        let res = tx::transmit(drv, &av, self.sport, &hdrs, len as usize, |buf| {
+            if p.wr.is_inline() {
+                let src =
+                    p.wr.inline
+                        .get(off as usize..(off + len) as usize)
+                        .ok_or(LocalErr::Len)?;
+                buf.copy_from_slice(src);
+                Ok(())
+            } else {
+                local.gather(&p.wr.sges, off.into(), buf)
+            }
+        });
+        match res {
+            Ok(()) => {}
+            Err(TxError::Fill(LocalErr::Len)) => return Err(wc_status::LOC_LEN_ERR),
+            Err(TxError::Fill(LocalErr::Prot)) => return Err(wc_status::LOC_PROT_ERR),
+            // No route yet: treat as loss for RC (the retry timer recovers),
+            // as a dropped datagram for UD.
+            Err(TxError::Net) => {}
+        }
+        let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
+        if ud {
+            q.req.next_psn = q.req.next_psn.next();
+        }
+        if let Some(p) = q.req.pending.get_mut(i) {
+            p.sent += 1;
+            if ud {
+                p.done = true;
+            }
+        }
+        if !ud {
+            self.arm_timer(q);
+        }
+        Ok(())
+    }
+
+    /// Completes finished requests in order; an error completion moves the
+    /// QP to the error state (its successors are then flushed).
+    pub(crate) fn retire(&self, q: &mut QpInner) {
+        let mut n = 0;
+        let mut error = false;
+        for p in q.req.pending.iter() {
+            if !p.done {
+                break;
+            }
+            n += 1;
+            let failed = p.status != wc_status::SUCCESS;
+            let signaled = self.sq_sig_all || p.wr.wqe.send_flags & OXE_SEND_SIGNALED != 0;
+            if failed || signaled {
+                let len = match p.wr.wqe.opcode {
+                    wr_op::RDMA_READ => p.wr.len,
+                    wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD => 8,
+                    _ => p.wr.len,
+                };
+                self.complete_send(p.wr.wqe.wr_id, wc_opcode(p.wr.wqe.opcode), p.status, len);
+            }
+            if failed {
+                error = true;
+                break;
+            }
+        }
+        if n > 0 {
+            let mut k = 0;
+            q.req.pending.retain(|_| {
+                k += 1;
+                k > n
+            });
+            let in_sq = q.req.fetch.wrapping_sub(q.req.pending.len() as u32);
+            self.sq.set_consumer(in_sq);
+            if q.req.pending.iter().all(|p| p.done || p.sent == 0) {
+                q.req.deadline = None;
+            }
+        }
+        if error {
+            self.to_error(q);
+        }
+    }
+
+    /// Marks every request whose last PSN is at or before `psn` as
+    /// acknowledged (sends and writes; reads and atomics complete on their
+    /// responses).
+    fn ack_upto(&self, q: &mut QpInner, psn: Psn) -> bool {
+        let mut progress = false;
+        for p in q.req.pending.iter_mut() {
+            if p.done || !p.started {
+                continue;
+            }
+            let last = p.first_psn.add(p.npsn - 1);
+            if last.is_after(psn) {
+                break;
+            }
+            if is_read_or_atomic(p.wr.wqe.opcode) {
+                // Acknowledged past an unanswered read: the response was lost.
+                break;
+            }
+            if p.sent >= p.npsn {
+                p.done = true;
+                progress = true;
+            }
+        }
+        progress
+    }
+
+    /// Go back to `psn`: every unfinished request from there is resent.
+    fn rewind(&self, q: &mut QpInner, psn: Psn) {
+        for p in q.req.pending.iter_mut() {
+            if p.done || !p.started {
+                continue;
+            }
+            if is_read_or_atomic(p.wr.wqe.opcode) {
+                p.sent = 0;
+                continue;
+            }
+            let last = p.first_psn.add(p.npsn - 1);
+            if last.is_before(psn) {
+                continue;
+            }
+            p.sent = if psn.is_after(p.first_psn) {
+                psn.distance_from(p.first_psn) as u32
+            } else {
+                0
+            };
+        }
+        q.req.deadline = None;
+    }
+
+    /// The oldest unfinished request's PSN.
+    fn oldest_psn(q: &QpInner) -> Option<Psn> {
+        q.req
+            .pending
+            .iter()
+            .find(|p| !p.done && p.started)
+            .map(|p| p.first_psn.add(p.got))
+    }
+
+    fn fail_oldest(&self, q: &mut QpInner, status: u32) {
+        if let Some(p) = q.req.pending.iter_mut().find(|p| !p.done) {
+            p.done = true;
+            p.status = status;
+        }
+        self.retire(q);
+        self.to_error(q);
+    }
+
+    /// Retransmit and RNR timers.
+    pub(crate) fn timers(&self, _drv: &OxeDevice, q: &mut QpInner) {
+        let now = work::jiffies();
+        if let Some(t) = q.req.rnr_until {
+            if now >= t {
+                q.req.rnr_until = None;
+            }
+        }
+        if let Some(t) = q.req.deadline {
+            if now >= t {
+                q.req.deadline = None;
+                let Some(psn) = Self::oldest_psn(q) else {
+                    return;
+                };
+                if q.req.retries_left == 0 {
+                    self.fail_oldest(q, wc_status::RETRY_EXC_ERR);
+                    return;
+                }
+                q.req.retries_left -= 1;
+                self.rewind(q, psn);
+            }
+        }
+    }
+
+    /// An acknowledgement, NAK, read response or atomic acknowledgement
+    /// for this QP's requests.
+    pub(crate) fn on_response(
+        &self,
+        drv: &OxeDevice,
+        q: &mut QpInner,
+        r: &crate::recv::Packet<'_>,
+    ) {
+        if !matches!(q.state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        let psn = r.bth.psn;
+        let mut progress = false;
+        match r.bth.opcode {
+            op::RC_ACKNOWLEDGE => {
+                let Some(aeth) = r.aeth else { return };
+                match aeth.syndrome {
+                    Syndrome::Ack { .. } => progress = self.ack_upto(q, psn),
+                    Syndrome::RnrNak { timer } => {
+                        progress = self.ack_upto(q, psn.sub(1));
+                        if q.req.rnr_left == 0 {
+                            self.fail_oldest(q, wc_status::RNR_RETRY_EXC_ERR);
+                            return;
+                        }
+                        // rnr_retry 7 means "retry forever" (IBTA 9.7.5.2.8).
+                        if q.req.rnr_left != 7 {
+                            q.req.rnr_left -= 1;
+                        }
+                        let us = rnr_timer_micros(timer).unwrap_or(10).max(10);
+                        q.req.rnr_until = Some(work::jiffies() + work::usecs_to_jiffies(us.into()));
+                        self.rewind(q, psn);
+                    }
+                    Syndrome::Nak(NakCode::PsnSequenceError) => {
+                        progress = self.ack_upto(q, psn.sub(1));
+                        self.rewind(q, psn);
+                    }
+                    Syndrome::Nak(code) => {
+                        self.ack_upto(q, psn.sub(1));
+                        let status = match code {
+                            NakCode::InvalidRequest => wc_status::REM_INV_REQ_ERR,
+                            NakCode::RemoteAccessError => wc_status::REM_ACCESS_ERR,
+                            _ => wc_status::REM_OP_ERR,
+                        };
+                        self.retire(q);
+                        self.fail_oldest(q, status);
+                        return;
+                    }
+                    Syndrome::Reserved(_) => return,
+                }
+            }
+            op::RC_ATOMIC_ACKNOWLEDGE => {
+                let Some(orig) = r.atomic_ack else { return };
+                self.ack_upto(q, psn.sub(1));
+                let local = self.local(drv);
+                if let Some(p) = q.req.pending.iter_mut().find(|p| {
+                    !p.done && p.started && p.first_psn == psn && is_read_or_atomic(p.wr.wqe.opcode)
+                }) {
+                    let res = local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes());
+                    p.done = true;
+                    p.status = match res {
+                        Ok(()) => wc_status::SUCCESS,
+                        Err(_) => wc_status::LOC_PROT_ERR,
+                    };
+                    q.req.rd_out = q.req.rd_out.saturating_sub(1);
+                    progress = true;
+                }
+            }
+            op::RC_RDMA_READ_RESPONSE_FIRST
+            | op::RC_RDMA_READ_RESPONSE_MIDDLE
+            | op::RC_RDMA_READ_RESPONSE_LAST
+            | op::RC_RDMA_READ_RESPONSE_ONLY => {
+                let mtu = q.mtu();
+                let Some(idx) = q
+                    .req
+                    .pending
+                    .iter()
+                    .position(|p| !p.done && p.started && p.wr.wqe.opcode == wr_op::RDMA_READ)
+                else {
+                    return;
+                };
+                let expect = {
+                    let p = &q.req.pending[idx];
+                    p.first_psn.add(p.got)
+                };
+                if psn != expect {
+                    return;
+                }
+                if let Some(p) = q.req.pending.get(idx) {
+                    let first = p.first_psn;
+                    self.ack_upto(q, first.sub(1));
+                }
+                let local = self.local(drv);
+                let p = &mut q.req.pending[idx];
+                let off = p.got * mtu;
+                let want = p.wr.len.saturating_sub(off).min(mtu) as usize;
+                if r.payload.len() != want {
+                    p.done = true;
+                    p.status = wc_status::BAD_RESP_ERR;
+                } else if let Err(e) = local.scatter(&p.wr.sges, off.into(), r.payload) {
+                    p.done = true;
+                    p.status = if e == LocalErr::Len {
+                        wc_status::LOC_LEN_ERR
+                    } else {
+                        wc_status::LOC_PROT_ERR
+                    };
+                } else {
+                    p.got += 1;
+                    if p.got >= p.npsn {
+                        p.done = true;
+                    }
+                }
+                if p.done {
+                    q.req.rd_out = q.req.rd_out.saturating_sub(1);
+                }
+                progress = true;
+            }
+            _ => return,
+        }
+        if progress {
+            q.req.retries_left = q.attr.retry_cnt;
+            q.req.deadline = None;
+        }
+        self.retire(q);
+        if q.req
+            .pending
+            .iter()
+            .any(|p| !p.done && p.started && p.sent > 0)
+        {
+            self.arm_timer(q);
+        }
+        // Something may now be sendable (a window opened, or a rewind).
+        self.kick();
+    }
+}

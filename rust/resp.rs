@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive side of a QP (IBTA 9.7.3 responder): sequence checking,
+//! SEND placement into receive WQEs, RDMA WRITE/READ and atomics through
+//! rkeys with every access checked, duplicate handling, ACK/NAK
+//! generation; and UD/GSI datagram receive with the GRH.
+
+use crate::av::Av;
+use crate::device::OxeDevice;
+use crate::mr::Denied;
+use crate::oxe_core::abi::{OxeCqe, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
+use crate::oxe_core::aeth::{credit_code_for, Aeth, NakCode, Syndrome, CREDITS_INVALID};
+use crate::oxe_core::ext_headers::{AtomicAckEth, Reth};
+use crate::oxe_core::opcode::{codes as op, Operation, Position};
+use crate::oxe_core::qp_state::{QpState, QpType};
+use crate::oxe_core::{AccessOp, Psn};
+use crate::qp::{Qp, QpInner, RecvInProgress, WriteInProgress};
+use crate::recv::Packet;
+use crate::tx::{self, Headers};
+use crate::wr::{self, wc_op, wc_status};
+use crate::xfer::{Local, LocalErr, Remote};
+
+/// IB access flags on the QP that let peers in.
+const QP_REMOTE_WRITE: u32 = 1 << 1;
+const QP_REMOTE_READ: u32 = 1 << 2;
+const QP_REMOTE_ATOMIC: u32 = 1 << 3;
+
+/// `rdma_network_type` values for the completion's network header type.
+const RDMA_NETWORK_IPV4: u32 = 2;
+const RDMA_NETWORK_IPV6: u32 = 3;
+
+/// Bytes of the GRH at the start of a UD receive buffer.
+const GRH_LEN: usize = 40;
+
+enum Verdict {
+    /// Processed; acknowledge if asked.
+    Ack,
+    /// Processed and answered already (read responses, atomic ACK).
+    Answered,
+    /// No receive WQE: RNR NAK, the request will be retried.
+    Rnr,
+    /// A NAK that moves the QP to the error state.
+    Fatal(NakCode),
+}
+
+impl Qp {
+    fn peer(&self, q: &QpInner) -> Option<Av> {
+        q.attr.av
+    }
+
+    fn send_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, syndrome: Syndrome) {
+        let Some(av) = self.peer(q) else { return };
+        let h = Headers {
+            opcode: op::RC_ACKNOWLEDGE,
+            psn,
+            dest_qpn: q.attr.dest_qpn,
+            aeth: Some(Aeth {
+                syndrome,
+                msn: q.resp.msn & 0x00ff_ffff,
+            }),
+            ..Headers::default()
+        };
+        let _ = tx::transmit(drv, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+    }
+
+    fn ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn) {
+        self.send_ack(
+            drv,
+            q,
+            psn,
+            Syndrome::Ack {
+                credits: CREDITS_INVALID,
+            },
+        );
+    }
+
+    /// A request packet for this QP.
+    pub(crate) fn on_request(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) {
+        if !matches!(q.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        if matches!(self.ty, QpType::Ud | QpType::Gsi) {
+            self.ud_receive(drv, q, p);
+            return;
+        }
+        let psn = p.bth.psn;
+        let e = q.resp.epsn;
+        if psn.is_before(e) {
+            self.duplicate(drv, q, p);
+            return;
+        }
+        if psn != e {
+            if !q.resp.nak_sent {
+                q.resp.nak_sent = true;
+                self.send_ack(drv, q, e, Syndrome::Nak(NakCode::PsnSequenceError));
+            }
+            return;
+        }
+        q.resp.nak_sent = false;
+        let verdict = match p.info.operation {
+            Operation::Send => self.place_send(drv, q, p),
+            Operation::RdmaWrite => self.place_write(drv, q, p),
+            Operation::RdmaReadRequest => self.answer_read(drv, q, p, psn),
+            Operation::CompareSwap | Operation::FetchAdd => self.execute_atomic(drv, q, p),
+            _ => Verdict::Fatal(NakCode::InvalidRequest),
+        };
+        match verdict {
+            Verdict::Ack => {
+                q.resp.epsn = psn.next();
+                if p.bth.ack_req {
+                    self.ack(drv, q, psn);
+                }
+            }
+            Verdict::Answered => {}
+            Verdict::Rnr => {
+                let timer = q.attr.min_rnr_timer;
+                self.send_ack(drv, q, psn, Syndrome::RnrNak { timer });
+            }
+            Verdict::Fatal(code) => {
+                self.send_ack(drv, q, psn, Syndrome::Nak(code));
+                q.resp.recv = None;
+                q.resp.write = None;
+                self.event(crate::ib::qp::QpEvent::AccessError);
+                self.to_error(q);
+            }
+        }
+    }
+
+    fn duplicate(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) {
+        let psn = p.bth.psn;
+        match p.info.operation {
+            Operation::RdmaReadRequest => {
+                // Reads are idempotent: answer again from memory.
+                let _ = self.answer_read(drv, q, p, psn);
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                if let Some(&(_, orig, _)) = q
+                    .resp
+                    .atomics
+                    .iter()
+                    .find(|(s, _, valid)| *valid && *s == psn.value())
+                {
+                    self.atomic_ack(drv, q, psn, orig);
+                }
+            }
+            _ => {
+                if p.bth.ack_req {
+                    let last = q.resp.epsn.sub(1);
+                    self.ack(drv, q, last);
+                }
+            }
+        }
+    }
+
+    fn place_send(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
+        let starts = matches!(p.info.position, Position::First | Position::Only);
+        let ends = matches!(p.info.position, Position::Last | Position::Only);
+        if starts {
+            if q.resp.recv.is_some() {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            }
+            match self.take_recv(q) {
+                None => return Verdict::Rnr,
+                Some(Err(_)) => return Verdict::Fatal(NakCode::RemoteOperationalError),
+                Some(Ok(wr)) => q.resp.recv = Some(RecvInProgress { wr, off: 0 }),
+            }
+        }
+        let mtu = q.mtu() as usize;
+        if !ends && p.payload.len() != mtu {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
+        let Some(r) = q.resp.recv.as_mut() else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        let local = Local {
+            drv,
+            pd: self.pd,
+            kernel: self.kernel.as_ref(),
+        };
+        if let Err(e) = local.scatter(&r.wr.sges, r.off.into(), p.payload) {
+            let (status, nak) = match e {
+                LocalErr::Len => (wc_status::LOC_LEN_ERR, NakCode::InvalidRequest),
+                LocalErr::Prot => (wc_status::LOC_PROT_ERR, NakCode::RemoteOperationalError),
+            };
+            let c = wr::cqe(self.qpn(), r.wr.wr_id, wc_op::RECV, status, 0);
+            q.resp.recv = None;
+            self.complete_recv(&c, false);
+            return Verdict::Fatal(nak);
+        }
+        r.off += p.payload.len() as u32;
+        if ends {
+            let Some(r) = q.resp.recv.take() else {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            };
+            let mut c = wr::cqe(
+                self.qpn(),
+                r.wr.wr_id,
+                wc_op::RECV,
+                wc_status::SUCCESS,
+                r.off,
+            );
+            if let Some(imm) = p.imm {
+                c.imm_data = u32::from_ne_bytes(imm);
+                c.wc_flags |= OXE_WC_WITH_IMM;
+            }
+            if let Some(rkey) = p.ieth {
+                c.imm_data = rkey;
+                c.wc_flags |= OXE_WC_WITH_INV;
+            }
+            c.src_qp = q.attr.dest_qpn;
+            q.resp.msn = q.resp.msn.wrapping_add(1);
+            self.complete_recv(&c, p.bth.solicited);
+        }
+        Verdict::Ack
+    }
+
+    fn remote<'a>(&'a self, drv: &'a OxeDevice) -> Remote<'a> {
+        Remote { drv, pd: self.pd }
+    }
+
+    fn place_write(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
+        let starts = matches!(p.info.position, Position::First | Position::Only);
+        let ends = matches!(p.info.position, Position::Last | Position::Only);
+        if starts {
+            let Some(Reth { va, rkey, dma_len }) = p.reth else {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            };
+            if q.resp.write.is_some() {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            }
+            if q.attr.access & QP_REMOTE_WRITE == 0 {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+            // IBTA C9-88: a zero-length write checks no key and touches nothing.
+            let mr = if dma_len == 0 {
+                None
+            } else {
+                match self
+                    .remote(drv)
+                    .resolve(rkey, va, dma_len.into(), AccessOp::RemoteWrite)
+                {
+                    Ok(mr) => Some(mr),
+                    Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
+                }
+            };
+            // A write with immediate needs its receive WQE before anything lands.
+            if ends && p.imm.is_some() && self.srq.is_none() && !self.rq_has_wqe(q) {
+                return Verdict::Rnr;
+            }
+            q.resp.write = Some(WriteInProgress {
+                mr,
+                va,
+                off: 0,
+                len: dma_len.into(),
+            });
+        }
+        let mtu = q.mtu() as usize;
+        if !ends && p.payload.len() != mtu {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
+        let Some(w) = q.resp.write.as_mut() else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        let n = p.payload.len() as u64;
+        if w.off + n > w.len {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
+        if n > 0 {
+            let Some(mr) = w.mr.as_ref() else {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            };
+            if self.remote(drv).write(mr, w.va + w.off, p.payload).is_err() {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+        }
+        w.off += n;
+        if ends {
+            let Some(w) = q.resp.write.take() else {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            };
+            if w.off != w.len {
+                return Verdict::Fatal(NakCode::InvalidRequest);
+            }
+            if let Some(imm) = p.imm {
+                match self.take_recv(q) {
+                    None => return Verdict::Rnr,
+                    Some(Err(_)) => return Verdict::Fatal(NakCode::RemoteOperationalError),
+                    Some(Ok(r)) => {
+                        let mut c = wr::cqe(
+                            self.qpn(),
+                            r.wr_id,
+                            wc_op::RECV_RDMA_WITH_IMM,
+                            wc_status::SUCCESS,
+                            w.len as u32,
+                        );
+                        c.imm_data = u32::from_ne_bytes(imm);
+                        c.wc_flags |= OXE_WC_WITH_IMM;
+                        c.src_qp = q.attr.dest_qpn;
+                        self.complete_recv(&c, p.bth.solicited);
+                    }
+                }
+            }
+            q.resp.msn = q.resp.msn.wrapping_add(1);
+        }
+        Verdict::Ack
+    }
+
+    fn rq_has_wqe(&self, q: &QpInner) -> bool {
+        self.rq.as_ref().is_some_and(|rq| {
+            let n = rq.producer().wrapping_sub(q.resp.rq_cons);
+            n != 0 && n <= rq.num_slots()
+        })
+    }
+
+    /// Answers an RDMA READ request with response packets from `psn` on.
+    fn answer_read(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>, psn: Psn) -> Verdict {
+        let Some(Reth { va, rkey, dma_len }) = p.reth else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        if q.attr.access & QP_REMOTE_READ == 0 {
+            return Verdict::Fatal(NakCode::RemoteAccessError);
+        }
+        let mr = if dma_len == 0 {
+            None
+        } else {
+            match self
+                .remote(drv)
+                .resolve(rkey, va, dma_len.into(), AccessOp::RemoteRead)
+            {
+                Ok(mr) => Some(mr),
+                Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
+            }
+        };
+        let Some(av) = self.peer(q) else {
+            return Verdict::Fatal(NakCode::RemoteOperationalError);
+        };
+        let mtu = q.mtu();
+        let n = dma_len.div_ceil(mtu).max(1);
+        let is_new = psn == q.resp.epsn;
+        if is_new {
+            q.resp.msn = q.resp.msn.wrapping_add(1);
+            q.resp.epsn = psn.add(n);
+        }
+        let remote = self.remote(drv);
+        for k in 0..n {
+            let off = k * mtu;
+            let len = dma_len.saturating_sub(off).min(mtu);
+            let opcode = match (n, k) {
+                (1, _) => op::RC_RDMA_READ_RESPONSE_ONLY,
+                (_, 0) => op::RC_RDMA_READ_RESPONSE_FIRST,
+                (n, k) if k + 1 == n => op::RC_RDMA_READ_RESPONSE_LAST,
+                _ => op::RC_RDMA_READ_RESPONSE_MIDDLE,
+            };
+            let first_or_last = k == 0 || k + 1 == n;
+            let h = Headers {
+                opcode,
+                psn: psn.add(k),
+                dest_qpn: q.attr.dest_qpn,
+                aeth: first_or_last.then_some(Aeth {
+                    syndrome: Syndrome::Ack {
+                        credits: credit_code_for(0).max(CREDITS_INVALID),
+                    },
+                    msn: q.resp.msn & 0x00ff_ffff,
+                }),
+                ..Headers::default()
+            };
+            let res = tx::transmit(drv, &av, self.sport, &h, len as usize, |buf| match &mr {
+                Some(mr) => remote.read(mr, va + u64::from(off), buf),
+                None => Ok(()),
+            });
+            if let Err(tx::TxError::Fill(_)) = res {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+        }
+        Verdict::Answered
+    }
+
+    fn atomic_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, orig: u64) {
+        let Some(av) = self.peer(q) else { return };
+        let h = Headers {
+            opcode: op::RC_ATOMIC_ACKNOWLEDGE,
+            psn,
+            dest_qpn: q.attr.dest_qpn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack {
+                    credits: CREDITS_INVALID,
+                },
+                msn: q.resp.msn & 0x00ff_ffff,
+            }),
+            atomic_ack: Some(AtomicAckEth { orig }),
+            ..Headers::default()
+        };
+        let _ = tx::transmit(drv, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+    }
+
+    fn execute_atomic(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
+        let Some(a) = p.atomic else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        if q.attr.access & QP_REMOTE_ATOMIC == 0 {
+            return Verdict::Fatal(NakCode::RemoteAccessError);
+        }
+        // IBTA 9.4.5: an atomic's address must be naturally aligned; a
+        // misaligned one is an invalid request, not an access violation.
+        if a.va % 8 != 0 {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
+        let remote = self.remote(drv);
+        let mr = match remote.resolve(a.rkey, a.va, 8, AccessOp::RemoteAtomic) {
+            Ok(mr) => mr,
+            Err(Denied::Alignment) => return Verdict::Fatal(NakCode::InvalidRequest),
+            Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
+        };
+        let cas = p.info.operation == Operation::CompareSwap;
+        let orig = match remote.atomic(
+            &mr,
+            a.va,
+            cas,
+            if cas { a.compare } else { a.swap_add },
+            a.swap_add,
+        ) {
+            Ok(v) => v,
+            Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
+        };
+        let psn = p.bth.psn;
+        let slot = q.resp.next_atomic % q.resp.atomics.len();
+        q.resp.atomics[slot] = (psn.value(), orig, true);
+        q.resp.next_atomic = q.resp.next_atomic.wrapping_add(1);
+        q.resp.msn = q.resp.msn.wrapping_add(1);
+        q.resp.epsn = psn.next();
+        self.atomic_ack(drv, q, psn, orig);
+        Verdict::Answered
+    }
+
+    /// A UD or GSI datagram: Q_Key check, then GRH and payload into the
+    /// next receive WQE. Datagrams without a WQE are dropped (IBTA 9.8.3).
+    fn ud_receive(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) {
+        let Some(deth) = p.deth else { return };
+        if !matches!(
+            p.bth.opcode,
+            op::UD_SEND_ONLY | op::UD_SEND_ONLY_WITH_IMMEDIATE
+        ) {
+            return;
+        }
+        if deth.qkey != q.attr.qkey {
+            return;
+        }
+        let Some(Ok(r)) = self.take_recv(q) else {
+            return;
+        };
+        let mut grh = [0u8; GRH_LEN];
+        let v6 = p.ip.len() >= GRH_LEN && p.ip.first().is_some_and(|b| b >> 4 == 6);
+        if v6 {
+            grh.copy_from_slice(&p.ip[..GRH_LEN]);
+        } else if let Some(h) = p.ip.get(..20) {
+            grh[20..].copy_from_slice(h);
+        }
+        let local = Local {
+            drv,
+            pd: self.pd,
+            kernel: self.kernel.as_ref(),
+        };
+        let total = GRH_LEN + p.payload.len();
+        let res = if total as u32 > r.len {
+            Err(LocalErr::Len)
+        } else {
+            local
+                .scatter(&r.sges, 0, &grh)
+                .and_then(|()| local.scatter(&r.sges, GRH_LEN as u64, p.payload))
+        };
+        let mut c: OxeCqe = wr::cqe(
+            self.qpn(),
+            r.wr_id,
+            wc_op::RECV,
+            wc_status::SUCCESS,
+            total as u32,
+        );
+        match res {
+            Ok(()) => {
+                c.src_qp = deth.src_qpn;
+                c.wc_flags = OXE_WC_GRH;
+                c.network_hdr_type = if v6 {
+                    RDMA_NETWORK_IPV6
+                } else {
+                    RDMA_NETWORK_IPV4
+                };
+                if let Some(imm) = p.imm {
+                    c.imm_data = u32::from_ne_bytes(imm);
+                    c.wc_flags |= OXE_WC_WITH_IMM;
+                }
+                self.complete_recv(&c, p.bth.solicited);
+            }
+            Err(e) => {
+                c.status = if e == LocalErr::Len {
+                    wc_status::LOC_LEN_ERR
+                } else {
+                    wc_status::LOC_PROT_ERR
+                };
+                c.byte_len = 0;
+                self.complete_recv(&c, false);
+                self.to_error(q);
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests and completions as the data path handles them: decoded
+//! from ring slots (untrusted bytes), and the completion entries it writes.
+
+use crate::ib::queue::Ring;
+use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge, OXE_SEND_INLINE};
+use kernel::prelude::*;
+
+/// `IBV_WR_*` / `IB_WR_*` opcodes oxe executes.
+pub(crate) mod wr_op {
+    pub(crate) const RDMA_WRITE: u32 = 0;
+    pub(crate) const RDMA_WRITE_WITH_IMM: u32 = 1;
+    pub(crate) const SEND: u32 = 2;
+    pub(crate) const SEND_WITH_IMM: u32 = 3;
+    pub(crate) const RDMA_READ: u32 = 4;
+    pub(crate) const ATOMIC_CMP_AND_SWP: u32 = 5;
+    pub(crate) const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    pub(crate) const SEND_WITH_INV: u32 = 9;
+}
+
+/// `IBV_WC_*` / `IB_WC_*` completion opcodes.
+pub(crate) mod wc_op {
+    pub(crate) const SEND: u32 = 0;
+    pub(crate) const RDMA_WRITE: u32 = 1;
+    pub(crate) const RDMA_READ: u32 = 2;
+    pub(crate) const COMP_SWAP: u32 = 3;
+    pub(crate) const FETCH_ADD: u32 = 4;
+    pub(crate) const RECV: u32 = 128;
+    pub(crate) const RECV_RDMA_WITH_IMM: u32 = 129;
+}
+
+/// `IBV_WC_*` / `IB_WC_*` statuses.
+pub(crate) mod wc_status {
+    pub(crate) const SUCCESS: u32 = 0;
+    pub(crate) const LOC_LEN_ERR: u32 = 1;
+    pub(crate) const LOC_QP_OP_ERR: u32 = 2;
+    pub(crate) const LOC_PROT_ERR: u32 = 4;
+    pub(crate) const WR_FLUSH_ERR: u32 = 5;
+    pub(crate) const BAD_RESP_ERR: u32 = 7;
+    pub(crate) const REM_INV_REQ_ERR: u32 = 9;
+    pub(crate) const REM_ACCESS_ERR: u32 = 10;
+    pub(crate) const REM_OP_ERR: u32 = 11;
+    pub(crate) const RETRY_EXC_ERR: u32 = 12;
+    pub(crate) const RNR_RETRY_EXC_ERR: u32 = 13;
+}
+
+/// The largest slot any queue uses; slots are copied to the stack whole.
+pub(crate) const MAX_SLOT: usize = 1024;
+
+/// A send work request, copied out of its slot.
+pub(crate) struct SendWr {
+    pub(crate) wqe: OxeSendWqe,
+    pub(crate) sges: KVec<OxeSge>,
+    /// Inline payload (`OXE_SEND_INLINE`), else empty.
+    pub(crate) inline: KVec<u8>,
+    /// Message length in bytes.
+    pub(crate) len: u32,
+}
+
+impl SendWr {
+    pub(crate) fn is_inline(&self) -> bool {
+        self.wqe.send_flags & OXE_SEND_INLINE != 0
+    }
+}
+
+/// A receive work request, copied out of its slot.
+pub(crate) struct RecvWr {
+    pub(crate) wr_id: u64,
+    pub(crate) sges: KVec<OxeSge>,
+    pub(crate) len: u32,
+}
+
+fn sges_from(bytes: &[u8], n: usize) -> Result<KVec<OxeSge>> {
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for chunk in bytes.chunks_exact(OxeSge::SIZE).take(n) {
+        v.push(OxeSge::from_bytes(chunk).ok_or(EINVAL)?, GFP_KERNEL)?;
+    }
+    if v.len() != n {
+        return Err(EINVAL);
+    }
+    Ok(v)
+}
+
+/// Reads send slot `idx`. A slot whose counts do not fit it is EINVAL.
+pub(crate) fn read_send(ring: &Ring, idx: u32, max_inline: u32) -> Result<SendWr> {
+    let mut buf = [0u8; MAX_SLOT];
+    let size = (ring.slot_size() as usize).min(MAX_SLOT);
+    let slot = &mut buf[..size];
+    ring.read_slot(idx, slot);
+    let wqe = OxeSendWqe::from_bytes(slot).ok_or(EINVAL)?;
+    let body = &slot[OxeSendWqe::SIZE..];
+    let n = wqe.num_sge as usize;
+    if wqe.send_flags & OXE_SEND_INLINE != 0 {
+        if n > body.len() || wqe.num_sge > max_inline {
+            return Err(EINVAL);
+        }
+        let mut inline = KVec::with_capacity(n, GFP_KERNEL)?;
+        inline.extend_from_slice(&body[..n], GFP_KERNEL)?;
+        Ok(SendWr {
+            wqe,
+            sges: KVec::new(),
+            inline,
+            len: wqe.num_sge,
+        })
+    } else {
+        if n > body.len() / OxeSge::SIZE {
+            return Err(EINVAL);
+        }
+        let sges = sges_from(body, n)?;
+        let len = crate::xfer::sge_total(&sges).ok_or(EINVAL)?;
+        Ok(SendWr {
+            wqe,
+            sges,
+            inline: KVec::new(),
+            len,
+        })
+    }
+}
+
+/// Reads receive slot `idx`.
+pub(crate) fn read_recv(ring: &Ring, idx: u32) -> Result<RecvWr> {
+    let mut buf = [0u8; MAX_SLOT];
+    let size = (ring.slot_size() as usize).min(MAX_SLOT);
+    let slot = &mut buf[..size];
+    ring.read_slot(idx, slot);
+    let wqe = OxeRecvWqe::from_bytes(slot).ok_or(EINVAL)?;
+    let body = &slot[OxeRecvWqe::SIZE..];
+    let n = wqe.num_sge as usize;
+    if n > body.len() / OxeSge::SIZE {
+        return Err(EINVAL);
+    }
+    let sges = sges_from(body, n)?;
+    let len = crate::xfer::sge_total(&sges).ok_or(EINVAL)?;
+    Ok(RecvWr {
+        wr_id: wqe.wr_id,
+        sges,
+        len,
+    })
+}
+
+/// A completion for `qpn` with the given identity and outcome.
+pub(crate) fn cqe(qpn: u32, wr_id: u64, opcode: u32, status: u32, byte_len: u32) -> OxeCqe {
+    OxeCqe {
+        wr_id,
+        status,
+        opcode,
+        byte_len,
+        qp_num: qpn,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Moving bytes between packets and registered memory, with every access
+//! checked against the memory registration rules (IBTA 10.6.3):
+//!
+//! * a local SGE names an MR by lkey; the MR must be in the QP's PD, contain
+//!   the whole SGE, and grant LOCAL_WRITE wherever the device writes;
+//! * a remote access names an MR by rkey; the MR must be in the QP's PD,
+//!   contain the whole span, and grant the remote right for the operation.
+//!
+//! Keys resolve through the key table, which hands out a counted reference:
+//! an MR deregistered mid-operation keeps its pages pinned until the
+//! operation lets go, and is not found by the next one.
+
+use crate::device::OxeDevice;
+use crate::ib::kmem::KernelToken;
+use crate::ib::objects::PdId;
+use crate::mr::{Denied, Mr};
+use crate::oxe_core::abi::OxeSge;
+use crate::oxe_core::AccessOp;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// The lkey kernel consumers use for kernel virtual addresses (the PD's
+/// local_dma_lkey). Key 0 never names an MR.
+pub(crate) const LOCAL_DMA_LKEY: u32 = 0;
+
+/// Why a local data movement failed; becomes the work completion status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LocalErr {
+    /// Bad lkey, wrong PD, missing right or out of bounds: IBV_WC_LOC_PROT_ERR.
+    Prot,
+    /// The data does not fit the SGE list: IBV_WC_LOC_LEN_ERR.
+    Len,
+}
+
+/// Whose memory the SGEs of a QP refer to.
+pub(crate) struct Local<'a> {
+    pub(crate) drv: &'a OxeDevice,
+    pub(crate) pd: PdId,
+    /// Present for kernel consumers' QPs only.
+    pub(crate) kernel: Option<&'a KernelToken>,
+}
+
+/// Total bytes an SGE list describes, or `None` if it overflows 2^32.
+pub(crate) fn sge_total(sges: &[OxeSge]) -> Option<u32> {
+    sges.iter()
+        .try_fold(0u32, |acc, s| acc.checked_add(s.length))
+}
+
+impl Local<'_> {
+    fn mr(&self, lkey: u32) -> Result<Arc<Mr>, LocalErr> {
+        self.drv.keys.lookup(lkey).ok_or(LocalErr::Prot)
+    }
+
+    /// Walks the SGE list from byte `off` over `len` bytes, calling `f` for
+    /// each piece with (sge, offset within it, piece offset, piece length).
+    fn walk(
+        &self,
+        sges: &[OxeSge],
+        mut off: u64,
+        len: usize,
+        mut f: impl FnMut(&OxeSge, u64, usize, usize) -> Result<(), LocalErr>,
+    ) -> Result<(), LocalErr> {
+        let mut done = 0usize;
+        for sge in sges {
+            if done == len {
+                break;
+            }
+            let slen = u64::from(sge.length);
+            if off >= slen {
+                off -= slen;
+                continue;
+            }
+            let n = ((slen - off) as usize).min(len - done);
+            f(sge, off, done, n)?;
+            done += n;
+            off = 0;
+        }
+        if done < len {
+            return Err(LocalErr::Len);
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the SGE list from byte `off` (a receive, a read
+    /// response, an atomic's original value).
+    pub(crate) fn scatter(&self, sges: &[OxeSge], off: u64, data: &[u8]) -> Result<(), LocalErr> {
+        self.walk(sges, off, data.len(), |sge, in_sge, at, n| {
+            let piece = data.get(at..at + n).ok_or(LocalErr::Len)?;
+            let addr = sge.addr.checked_add(in_sge).ok_or(LocalErr::Prot)?;
+            if sge.lkey == LOCAL_DMA_LKEY {
+                let k = self.kernel.ok_or(LocalErr::Prot)?;
+                k.write(addr, piece);
+                return Ok(());
+            }
+            let mr = self.mr(sge.lkey)?;
+            mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |pages, o| {
+                pages.write(o, piece)
+            })
+            .map_err(|_| LocalErr::Prot)?
+            .map_err(|_| LocalErr::Prot)
+        })
+    }
+
+    /// Copies from the SGE list, from byte `off`, into `out` (a send's or
+    /// write's payload).
+    pub(crate) fn gather(&self, sges: &[OxeSge], off: u64, out: &mut [u8]) -> Result<(), LocalErr> {
+        let len = out.len();
+        self.walk(sges, off, len, |sge, in_sge, at, n| {
+            let piece = out.get_mut(at..at + n).ok_or(LocalErr::Len)?;
+            let addr = sge.addr.checked_add(in_sge).ok_or(LocalErr::Prot)?;
+            if sge.lkey == LOCAL_DMA_LKEY {
+                let k = self.kernel.ok_or(LocalErr::Prot)?;
+                k.read(addr, piece);
+                return Ok(());
+            }
+            let mr = self.mr(sge.lkey)?;
+            mr.access(self.pd, addr, n as u64, AccessOp::LocalRead, |pages, o| {
+                pages.read(o, piece)
+            })
+            .map_err(|_| LocalErr::Prot)?
+            .map_err(|_| LocalErr::Prot)
+        })
+    }
+
+    /// Checks every SGE of a list up front: an SGE no access could ever
+    /// use is a local protection error before anything goes on the wire.
+    pub(crate) fn check(&self, sges: &[OxeSge], op: AccessOp) -> Result<(), LocalErr> {
+        for sge in sges.iter().filter(|s| s.length != 0) {
+            if sge.lkey == LOCAL_DMA_LKEY {
+                if self.kernel.is_none() {
+                    return Err(LocalErr::Prot);
+                }
+                continue;
+            }
+            let mr = self.mr(sge.lkey)?;
+            mr.access(self.pd, sge.addr, sge.length.into(), op, |_, _| Ok(()))
+                .map_err(|_| LocalErr::Prot)?
+                .map_err(|_| LocalErr::Prot)?;
+        }
+        Ok(())
+    }
+}
+
+/// A remote peer's access through an rkey, checked; `Err` is a remote
+/// access error (NAK), whatever the reason, so a peer cannot probe which
+/// check failed.
+pub(crate) struct Remote<'a> {
+    pub(crate) drv: &'a OxeDevice,
+    pub(crate) pd: PdId,
+}
+
+impl Remote<'_> {
+    /// Resolves `rkey` for `len` bytes at `va` and checks `op` against it.
+    pub(crate) fn resolve(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        op: AccessOp,
+    ) -> Result<Arc<Mr>, Denied> {
+        let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
+        mr.access(self.pd, va, len, op, |_, _| Ok(()))?
+            .map_err(|_| Denied::Bounds)?;
+        Ok(mr)
+    }
+
+    /// Writes `data` at `va` through `mr` (checked again, under the MR lock).
+    pub(crate) fn write(&self, mr: &Mr, va: u64, data: &[u8]) -> Result<(), Denied> {
+        mr.access(
+            self.pd,
+            va,
+            data.len() as u64,
+            AccessOp::RemoteWrite,
+            |p, o| p.write(o, data),
+        )?
+        .map_err(|_| Denied::Bounds)
+    }
+
+    /// Reads `out.len()` bytes at `va` through `mr`.
+    pub(crate) fn read(&self, mr: &Mr, va: u64, out: &mut [u8]) -> Result<(), Denied> {
+        let len = out.len() as u64;
+        mr.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
+            p.read(o, out)
+        })?
+        .map_err(|_| Denied::Bounds)
+    }
+
+    /// An 8-byte atomic at `va`: compare-and-swap or fetch-and-add.
+    pub(crate) fn atomic(
+        &self,
+        mr: &Mr,
+        va: u64,
+        cas: bool,
+        cmp_add: u64,
+        swap: u64,
+    ) -> Result<u64, Denied> {
+        mr.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
+            p.atomic(o, cas, cmp_add, swap)
+        })?
+        .map_err(|_| Denied::Alignment)
+    }
+}
