@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 
-//! The functions libibverbs calls, and the only `unsafe` in the provider.
+//! The functions libibverbs calls for the device, the context, PDs and MRs,
+//! the verbs table that names every entry point, and the helpers the other
+//! `ffi_*` modules share. Together with those modules (CQs, QPs and their
+//! posting APIs, SRQs, AHs, mapped queues, locks) this is the only `unsafe`
+//! code in the provider.
 //!
 //! Each entry point turns libibverbs' raw pointers into the calls rdma-core's
 //! `ibv_cmd_*` helpers expect, and owns the memory of the object it returns:
 //!
-//! * the device (`verbs_device`), every PD (`ibv_pd`) and every MR
-//!   ([`OxeMr`]) are `Box`es handed to C with `Box::into_raw` and taken back
-//!   with `Box::from_raw` by the matching destroy verb, which libibverbs
-//!   calls exactly once per object;
+//! * the device (`verbs_device`), every PD (`ibv_pd`), MR ([`OxeMr`]), CQ,
+//!   QP, SRQ and AH are `Box`es handed to C with `Box::into_raw` and taken
+//!   back with `Box::from_raw` by the matching destroy verb, which
+//!   libibverbs calls exactly once per object;
 //! * the context is the exception: libibverbs' `_verbs_init_and_alloc_context`
 //!   `calloc`s it (it initialises the embedded `verbs_context` in place), so
 //!   it goes back with `free`.
@@ -28,9 +32,10 @@ use oxe_core::abi::{OxeAllocUcontextResp, OxeRegMrResp};
 
 use crate::sys;
 use crate::verbs::{self, UcontextInfo};
+use crate::{ffi_ah, ffi_cq, ffi_qp, ffi_srq};
 
 /// Sets the calling thread's `errno`, for verbs that report failure as NULL.
-fn set_errno(err: c_int) {
+pub(crate) fn set_errno(err: c_int) {
     // SAFETY: a plain libc call with no arguments.
     let errno = unsafe { sys::__errno_location() };
     // SAFETY: glibc's `__errno_location` always returns a valid, aligned
@@ -38,9 +43,29 @@ fn set_errno(err: c_int) {
     unsafe { *errno = err };
 }
 
+/// The calling thread's `errno`, after a libc call failed.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: a plain libc call with no arguments.
+    let errno = unsafe { sys::__errno_location() };
+    // SAFETY: glibc's `__errno_location` always returns a valid, aligned
+    // pointer to the calling thread's errno.
+    unsafe { *errno }
+}
+
+/// The uverbs file descriptor of a context: what queues are mapped from
+/// and the send doorbell is written to.
+///
+/// # Safety
+/// `context` must be a live context.
+pub(crate) unsafe fn cmd_fd(context: *mut sys::ibv_context) -> c_int {
+    // SAFETY: a live context, per the contract; libibverbs sets the field
+    // once, before any verb runs.
+    unsafe { (*context).cmd_fd }
+}
+
 /// Returns `ret` (a positive errno from an `ibv_cmd_*` helper, or 0) after
 /// making sure `errno` agrees with it.
-fn errno_ret(ret: c_int) -> c_int {
+pub(crate) fn errno_ret(ret: c_int) -> c_int {
     if ret != 0 {
         set_errno(ret);
     }
@@ -211,6 +236,26 @@ fn context_ops() -> sys::verbs_context_ops {
         reg_mr: Some(reg_mr),
         rereg_mr: Some(rereg_mr),
         dereg_mr: Some(dereg_mr),
+        create_cq: Some(ffi_cq::create_cq),
+        create_cq_ex: Some(ffi_cq::create_cq_ex),
+        poll_cq: Some(ffi_cq::poll_cq),
+        // Arming needs nothing from the provider: the kernel tracks it.
+        req_notify_cq: Some(sys::ibv_cmd_req_notify_cq),
+        destroy_cq: Some(ffi_cq::destroy_cq),
+        create_qp: Some(ffi_qp::create_qp),
+        create_qp_ex: Some(ffi_qp::create_qp_ex),
+        modify_qp: Some(ffi_qp::modify_qp),
+        query_qp: Some(ffi_qp::query_qp),
+        destroy_qp: Some(ffi_qp::destroy_qp),
+        post_send: Some(ffi_qp::post_send),
+        post_recv: Some(ffi_qp::post_recv),
+        create_srq: Some(ffi_srq::create_srq),
+        modify_srq: Some(ffi_srq::modify_srq),
+        query_srq: Some(ffi_srq::query_srq),
+        destroy_srq: Some(ffi_srq::destroy_srq),
+        post_srq_recv: Some(ffi_srq::post_srq_recv),
+        create_ah: Some(ffi_ah::create_ah),
+        destroy_ah: Some(ffi_ah::destroy_ah),
         ..Default::default()
     }
 }
@@ -607,12 +652,39 @@ mod tests {
         // words, each zero exactly when the entry is unset.
         let words: [usize; WORDS] = unsafe { core::mem::transmute(context_ops()) };
         let set = words.iter().filter(|&&w| w != 0).count();
-        // free_context, query_device_ex, query_port, alloc_pd, dealloc_pd,
-        // reg_mr, rereg_mr, dereg_mr. Everything else must stay NULL so
-        // libibverbs answers it with EOPNOTSUPP.
-        assert_eq!(set, 8);
+        // Context, device and port: free_context, query_device_ex,
+        // query_port. PDs and MRs: alloc_pd, dealloc_pd, reg_mr, rereg_mr,
+        // dereg_mr. CQs: create_cq, create_cq_ex, poll_cq, req_notify_cq,
+        // destroy_cq. QPs: create_qp, create_qp_ex, modify_qp, query_qp,
+        // destroy_qp, post_send, post_recv. SRQs: create_srq, modify_srq,
+        // query_srq, destroy_srq, post_srq_recv. AHs: create_ah,
+        // destroy_ah. Everything else must stay NULL so libibverbs answers
+        // it with EOPNOTSUPP.
+        assert_eq!(set, 27);
         let ops = context_ops();
-        assert!(ops.create_cq.is_none() && ops.create_qp.is_none() && ops.post_send.is_none());
+        for implemented in [
+            ops.free_context.is_some(),
+            ops.query_device_ex.is_some(),
+            ops.query_port.is_some(),
+            ops.alloc_pd.is_some() && ops.dealloc_pd.is_some(),
+            ops.reg_mr.is_some() && ops.rereg_mr.is_some() && ops.dereg_mr.is_some(),
+            ops.create_cq.is_some() && ops.create_cq_ex.is_some(),
+            ops.poll_cq.is_some() && ops.req_notify_cq.is_some() && ops.destroy_cq.is_some(),
+            ops.create_qp.is_some() && ops.create_qp_ex.is_some(),
+            ops.modify_qp.is_some() && ops.query_qp.is_some() && ops.destroy_qp.is_some(),
+            ops.post_send.is_some() && ops.post_recv.is_some(),
+            ops.create_srq.is_some() && ops.modify_srq.is_some(),
+            ops.query_srq.is_some() && ops.destroy_srq.is_some(),
+            ops.post_srq_recv.is_some(),
+            ops.create_ah.is_some() && ops.destroy_ah.is_some(),
+        ] {
+            assert!(implemented);
+        }
+        // A sample of what stays with libibverbs' EOPNOTSUPP defaults.
+        assert!(ops.resize_cq.is_none() && ops.modify_cq.is_none());
+        assert!(ops.create_srq_ex.is_none() && ops.open_qp.is_none());
+        assert!(ops.alloc_mw.is_none() && ops.bind_mw.is_none());
+        assert!(ops.attach_mcast.is_none() && ops.create_wq.is_none());
     }
 
     #[test]

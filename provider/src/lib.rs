@@ -17,13 +17,37 @@
 //! Verbs not implemented yet are left out of the ops table, so libibverbs'
 //! defaults answer them with `EOPNOTSUPP`.
 //!
+//! The data path needs no system call except the send doorbell: every
+//! queue (CQ, SQ, RQ, SRQ) is a ring the kernel maps into the process, and
+//! the provider writes work requests into it and reads completions out of
+//! it directly.
+//!
 //! Layout:
 //! * [`sys`]: bindgen's declarations of rdma-core's private provider headers.
-//! * [`ffi`]: the C-facing functions; the only module with `unsafe`.
-//! * [`verbs`]: the provider's decisions, in safe Rust, unit tested.
+//! * [`ffi`] and the `ffi_*` modules: the C-facing functions, one module
+//!   per kind of object, plus the mapped queues and the queue lock; the
+//!   only modules with `unsafe`.
+//! * Safe Rust, unit tested on in-memory queues: [`verbs`] (decisions of
+//!   the control-path verbs), [`ring`] (the index discipline of mapped
+//!   queues), [`wqe`] (work queue entries), [`send_queue`] and
+//!   [`recv_queue`] (posting), [`cqe`] and [`completion_queue`] (polling).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod completion_queue;
+mod cqe;
 mod ffi;
+mod ffi_ah;
+mod ffi_cq;
+mod ffi_lock;
+mod ffi_qp;
+mod ffi_qp_ex;
+mod ffi_queue;
+mod ffi_srq;
+mod ffi_wr;
+mod recv_queue;
+mod ring;
+mod send_queue;
 mod sys;
 mod verbs;
+mod wqe;

@@ -6,8 +6,10 @@
 //! rdma-core's `ibv_cmd_*` helpers. What the provider itself decides is
 //! small, and lives here so it can be unit tested on a host that has no oxe
 //! device: whether the kernel's reply to `alloc_context` is one this
-//! provider understands, which arguments a rereg sends, and how the
-//! firmware version reads.
+//! provider understands, which arguments a rereg sends, how the firmware
+//! version reads, and which creation attributes of queues it accepts.
+//! (The data path's own logic has modules of its own: `ring`, `wqe`,
+//! `send_queue`, `recv_queue`, `cqe`, `completion_queue`.)
 //!
 //! Errors are positive errno values (`c_int`), as libibverbs reports them;
 //! the ones this module picks itself come from [`oxe_core::Errno`], so the
@@ -23,7 +25,9 @@ use oxe_core::abi::{
 use oxe_core::rereg::ReregFlags;
 use oxe_core::Errno;
 
+use crate::cqe::{cq_ex_readers, CqExReaders};
 use crate::sys;
+use crate::wqe::QpKind;
 
 /// `EPROTO`: the kernel's reply is not in a form this provider speaks.
 /// (Linux value; not among oxe-core's errnos, which are the ones the kernel
@@ -151,6 +155,112 @@ pub(crate) fn rereg_request(
     })
 }
 
+/// Checks `ibv_create_cq_ex()`'s attributes and picks the readers the CQ
+/// gets. Parent domains are not implemented, so neither is
+/// `IBV_CQ_INIT_ATTR_MASK_PD`; of the creation flags only
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` is accepted, as a hint the
+/// provider may ignore (it locks anyway). `IGNORE_OVERRUN` would change
+/// what the kernel does on a full CQ, which oxe does not offer.
+pub(crate) fn check_cq_init_attr(
+    comp_mask: u32,
+    flags: u32,
+    wc_flags: u64,
+) -> Result<CqExReaders, c_int> {
+    let eopnotsupp = Errno::EOPNOTSUPP.to_i32();
+    if comp_mask & !sys::IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        return Err(eopnotsupp);
+    }
+    if comp_mask & sys::IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+        && flags & !sys::IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0
+    {
+        return Err(eopnotsupp);
+    }
+    cq_ex_readers(wc_flags)
+}
+
+/// The QP kind for `ibv_create_qp()`'s `qp_type`: UC, XRC, raw packet and
+/// driver QPs are `EOPNOTSUPP`.
+pub(crate) fn qp_kind(qp_type: u32) -> Result<QpKind, c_int> {
+    QpKind::from_ibv(qp_type).ok_or(Errno::EOPNOTSUPP.to_i32())
+}
+
+/// The `IBV_QP_EX_WITH_*` builders an RC QP offers: every operation
+/// `wqe::SendOp` knows.
+pub(crate) const RC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
+    | sys::IBV_QP_EX_WITH_SEND_WITH_IMM
+    | sys::IBV_QP_EX_WITH_SEND_WITH_INV
+    | sys::IBV_QP_EX_WITH_RDMA_WRITE
+    | sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | sys::IBV_QP_EX_WITH_RDMA_READ
+    | sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+
+/// The builders a UD QP offers: sends only.
+pub(crate) const UD_SEND_OPS: u64 =
+    (sys::IBV_QP_EX_WITH_SEND | sys::IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
+
+/// What `ibv_create_qp_ex()` asked for, once checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QpCreate {
+    /// The QP's kind.
+    pub(crate) kind: QpKind,
+    /// The `IBV_QP_EX_WITH_*` builders to install, `None` without
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` (the QP then has no `ibv_qp_ex`).
+    pub(crate) send_ops: Option<u64>,
+}
+
+/// Checks `ibv_create_qp_ex()`'s attributes: a PD is required (as for
+/// every QP type oxe has); creation flags, TSO, RSS, indirection tables and
+/// XRC domains are not implemented; the builders asked for must be
+/// operations the QP type can carry.
+pub(crate) fn check_qp_init_attr_ex(
+    qp_type: u32,
+    comp_mask: u32,
+    create_flags: u32,
+    send_ops_flags: u64,
+) -> Result<QpCreate, c_int> {
+    let eopnotsupp = Errno::EOPNOTSUPP.to_i32();
+    let kind = qp_kind(qp_type)?;
+    if comp_mask & sys::IBV_QP_INIT_ATTR_PD == 0 {
+        return Err(Errno::EINVAL.to_i32());
+    }
+    let known = sys::IBV_QP_INIT_ATTR_PD
+        | sys::IBV_QP_INIT_ATTR_CREATE_FLAGS
+        | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if comp_mask & !known != 0
+        || (comp_mask & sys::IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && create_flags != 0)
+    {
+        return Err(eopnotsupp);
+    }
+    let send_ops = if comp_mask & sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+        let offered = match kind {
+            QpKind::Rc => RC_SEND_OPS,
+            QpKind::Ud => UD_SEND_OPS,
+        };
+        if send_ops_flags & !offered != 0 {
+            return Err(eopnotsupp);
+        }
+        Some(send_ops_flags)
+    } else {
+        None
+    };
+    Ok(QpCreate { kind, send_ops })
+}
+
+/// Checks `ibv_modify_srq()`'s mask. Arming the limit is the kernel's
+/// business; resizing is not offered, because the SRQ's ring is mapped
+/// with a fixed size and the ABI has no reply to describe a new one.
+pub(crate) fn check_srq_modify(mask: c_int) -> Result<(), c_int> {
+    let mask = u32::try_from(mask).map_err(|_| Errno::EINVAL.to_i32())?;
+    if mask & sys::IBV_SRQ_MAX_WR != 0 {
+        return Err(Errno::EOPNOTSUPP.to_i32());
+    }
+    if mask & !sys::IBV_SRQ_LIMIT != 0 {
+        return Err(Errno::EINVAL.to_i32());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +361,120 @@ mod tests {
         assert_eq!(rereg_request(0, 0, true, ALL_CAPS), Err(EINVAL));
         assert_eq!(rereg_request(1 << 3, 0, true, ALL_CAPS), Err(EOPNOTSUPP));
         assert_eq!(rereg_request(-1, 0, true, ALL_CAPS), Err(EOPNOTSUPP));
+    }
+
+    #[test]
+    fn cq_ex_attributes() {
+        let single = sys::IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+        let flags_mask = sys::IBV_CQ_INIT_ATTR_MASK_FLAGS;
+        assert!(check_cq_init_attr(0, 0, 0).is_ok());
+        assert!(check_cq_init_attr(flags_mask, single, 0).is_ok());
+        // Flags are only looked at with their mask bit.
+        assert!(check_cq_init_attr(0, !0, 0).is_ok());
+        assert_eq!(
+            check_cq_init_attr(flags_mask, sys::IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN, 0),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(
+            check_cq_init_attr(sys::IBV_CQ_INIT_ATTR_MASK_PD, 0, 0),
+            Err(EOPNOTSUPP)
+        );
+        let ts = u64::from(sys::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
+        assert_eq!(check_cq_init_attr(0, 0, ts), Err(EOPNOTSUPP));
+        let readers = check_cq_init_attr(0, 0, u64::from(sys::IBV_WC_EX_WITH_IMM)).unwrap();
+        assert!(readers.imm_data && !readers.byte_len);
+    }
+
+    #[test]
+    fn qp_types_other_than_rc_and_ud_are_refused() {
+        assert_eq!(qp_kind(sys::IBV_QPT_RC), Ok(QpKind::Rc));
+        assert_eq!(qp_kind(sys::IBV_QPT_UD), Ok(QpKind::Ud));
+        for t in [
+            sys::IBV_QPT_UC,
+            sys::IBV_QPT_XRC_SEND,
+            sys::IBV_QPT_XRC_RECV,
+            sys::IBV_QPT_RAW_PACKET,
+            sys::IBV_QPT_DRIVER,
+        ] {
+            assert_eq!(qp_kind(t), Err(EOPNOTSUPP));
+            let pd = sys::IBV_QP_INIT_ATTR_PD;
+            assert_eq!(check_qp_init_attr_ex(t, pd, 0, 0), Err(EOPNOTSUPP));
+        }
+    }
+
+    #[test]
+    fn qp_ex_attributes() {
+        let pd = sys::IBV_QP_INIT_ATTR_PD;
+        let ops = sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        let cflags = sys::IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        let rc = sys::IBV_QPT_RC;
+        let ud = sys::IBV_QPT_UD;
+        assert_eq!(
+            check_qp_init_attr_ex(rc, pd, 0, 0),
+            Ok(QpCreate {
+                kind: QpKind::Rc,
+                send_ops: None
+            })
+        );
+        assert_eq!(check_qp_init_attr_ex(rc, 0, 0, 0), Err(EINVAL));
+        assert_eq!(
+            check_qp_init_attr_ex(rc, pd | ops, 0, RC_SEND_OPS),
+            Ok(QpCreate {
+                kind: QpKind::Rc,
+                send_ops: Some(RC_SEND_OPS)
+            })
+        );
+        assert_eq!(
+            check_qp_init_attr_ex(ud, pd | ops, 0, UD_SEND_OPS).map(|c| c.send_ops),
+            Ok(Some(UD_SEND_OPS))
+        );
+        // RDMA on UD, and operations oxe lacks anywhere.
+        let write = u64::from(sys::IBV_QP_EX_WITH_RDMA_WRITE);
+        assert_eq!(
+            check_qp_init_attr_ex(ud, pd | ops, 0, write),
+            Err(EOPNOTSUPP)
+        );
+        for missing in [
+            sys::IBV_QP_EX_WITH_LOCAL_INV,
+            sys::IBV_QP_EX_WITH_BIND_MW,
+            sys::IBV_QP_EX_WITH_TSO,
+            sys::IBV_QP_EX_WITH_FLUSH,
+            sys::IBV_QP_EX_WITH_ATOMIC_WRITE,
+        ] {
+            assert_eq!(
+                check_qp_init_attr_ex(rc, pd | ops, 0, u64::from(missing)),
+                Err(EOPNOTSUPP)
+            );
+        }
+        // Creation flags: the mask bit alone is fine, any flag is not.
+        assert!(check_qp_init_attr_ex(rc, pd | cflags, 0, 0).is_ok());
+        assert_eq!(
+            check_qp_init_attr_ex(rc, pd | cflags, 1 << 1, 0),
+            Err(EOPNOTSUPP)
+        );
+        for other in [
+            sys::IBV_QP_INIT_ATTR_XRCD,
+            sys::IBV_QP_INIT_ATTR_MAX_TSO_HEADER,
+            sys::IBV_QP_INIT_ATTR_IND_TABLE,
+            sys::IBV_QP_INIT_ATTR_RX_HASH,
+        ] {
+            assert_eq!(check_qp_init_attr_ex(rc, pd | other, 0, 0), Err(EOPNOTSUPP));
+        }
+    }
+
+    #[test]
+    fn srq_modify_masks() {
+        assert_eq!(check_srq_modify(sys::IBV_SRQ_LIMIT as c_int), Ok(()));
+        assert_eq!(check_srq_modify(0), Ok(()));
+        assert_eq!(
+            check_srq_modify(sys::IBV_SRQ_MAX_WR as c_int),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(
+            check_srq_modify((sys::IBV_SRQ_MAX_WR | sys::IBV_SRQ_LIMIT) as c_int),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(check_srq_modify(1 << 5), Err(EINVAL));
+        assert_eq!(check_srq_modify(-1), Err(EINVAL));
     }
 }

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+
+//! A completion queue as the provider consumes it, for both polling
+//! interfaces: `ibv_poll_cq()`, which copies out a batch, and the
+//! `ibv_cq_ex` one, which walks completions in place between `start_poll`
+//! and `end_poll`.
+//!
+//! The kernel produces and flushes every completion itself; nothing here
+//! ever makes one up.
+
+use core::ffi::c_int;
+
+use crate::cqe::Completion;
+use crate::ring::{Consumer, QueueMem};
+use crate::verbs::EPROTO;
+
+/// `ENOENT`: what `start_poll`/`next_poll` return when the CQ is empty.
+pub(crate) const ENOENT: c_int = 2;
+
+/// A CQ's consuming end and the completion an extended poll is on.
+#[derive(Debug)]
+pub(crate) struct CompletionQueue<M> {
+    ring: Consumer<M>,
+    /// The completion `start_poll`/`next_poll` moved to, copied out of its
+    /// slot: the readers read this copy, so the slot itself can go back to
+    /// the kernel at `end_poll` without a reader ever seeing it reused.
+    current: Completion,
+}
+
+impl<M: QueueMem> CompletionQueue<M> {
+    /// The consumer of a freshly created CQ.
+    pub(crate) fn new(mem: M) -> Self {
+        Self {
+            ring: Consumer::new(mem),
+            current: Completion::default(),
+        }
+    }
+
+    /// Takes the oldest completion, if the kernel produced one. The slot is
+    /// only given back to the kernel by [`Self::release`].
+    pub(crate) fn poll_one(&mut self) -> Result<Option<Completion>, c_int> {
+        let Some(slot) = self.ring.peek()? else {
+            return Ok(None);
+        };
+        // The layout was checked to hold whole CQEs, so this cannot fail;
+        // if it did, the queue is not one this provider understands.
+        let completion = Completion::from_slot(slot).ok_or(EPROTO)?;
+        self.ring.advance();
+        Ok(Some(completion))
+    }
+
+    /// Gives the slots of every completion taken so far back to the kernel.
+    pub(crate) fn release(&self) {
+        self.ring.release();
+    }
+
+    /// `start_poll`/`next_poll`: moves to the next completion, `ENOENT` if
+    /// there is none.
+    pub(crate) fn step(&mut self) -> Result<&Completion, c_int> {
+        match self.poll_one()? {
+            Some(c) => {
+                self.current = c;
+                Ok(&self.current)
+            }
+            None => Err(ENOENT),
+        }
+    }
+
+    /// The completion the last successful [`Self::step`] moved to.
+    pub(crate) fn current(&self) -> &Completion {
+        &self.current
+    }
+
+    /// The ring, for tests that play the kernel.
+    #[cfg(test)]
+    pub(crate) fn ring_mut(&mut self) -> &mut Consumer<M> {
+        &mut self.ring
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::sync::atomic::Ordering;
+
+    use oxe_core::abi::{OxeCqe, OXE_WC_WITH_INV};
+
+    use super::*;
+    use crate::ring::heap::HeapQueue;
+    use crate::sys;
+
+    /// Plays the kernel: writes a CQE for `wr_id` at `index` and publishes
+    /// everything up to it.
+    fn produce(cq: &mut CompletionQueue<HeapQueue>, index: u32, wr_id: u64) {
+        let mem = cq.ring_mut().mem_mut();
+        OxeCqe {
+            wr_id,
+            opcode: sys::IBV_WC_RECV,
+            wc_flags: OXE_WC_WITH_INV,
+            imm_data: 0x77,
+            ..Default::default()
+        }
+        .write_to(mem.slot_mut(index));
+        mem.producer_index()
+            .store(index.wrapping_add(1), Ordering::Release);
+    }
+
+    fn consumer_index(cq: &mut CompletionQueue<HeapQueue>) -> u32 {
+        cq.ring_mut()
+            .mem_mut()
+            .consumer_index()
+            .load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn poll_returns_completions_in_order_then_none() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(4, 64));
+        assert_eq!(cq.poll_one(), Ok(None));
+        produce(&mut cq, 0, 10);
+        produce(&mut cq, 1, 11);
+        let a = cq.poll_one().unwrap().unwrap();
+        assert_eq!(a.wr_id, 10);
+        assert_eq!(a.wc_flags, sys::IBV_WC_WITH_INV);
+        assert_eq!(a.imm_or_inv, 0x77);
+        assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, 11);
+        assert_eq!(cq.poll_one(), Ok(None));
+        // Slots go back only on release.
+        assert_eq!(consumer_index(&mut cq), 0);
+        cq.release();
+        assert_eq!(consumer_index(&mut cq), 2);
+    }
+
+    #[test]
+    fn poll_survives_index_wrap_around_the_ring() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(2, 64));
+        for i in 0..7u32 {
+            produce(&mut cq, i, u64::from(i));
+            assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, u64::from(i));
+            cq.release();
+        }
+        assert_eq!(consumer_index(&mut cq), 7);
+    }
+
+    #[test]
+    fn a_broken_producer_index_is_an_error_not_stale_data() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(2, 64));
+        cq.ring_mut()
+            .mem_mut()
+            .producer_index()
+            .store(3, Ordering::Release);
+        assert_eq!(cq.poll_one(), Err(EPROTO));
+        assert_eq!(cq.step().map(|c| c.wr_id), Err(EPROTO));
+    }
+
+    #[test]
+    fn extended_poll_keeps_a_copy_of_the_current_completion() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(2, 64));
+        assert_eq!(cq.step().map(|c| c.wr_id), Err(ENOENT));
+        produce(&mut cq, 0, 5);
+        assert_eq!(cq.step().map(|c| c.wr_id), Ok(5));
+        // end_poll gives the slot back; the kernel may reuse it at once.
+        cq.release();
+        produce(&mut cq, 1, 6);
+        produce(&mut cq, 2, 7);
+        assert_eq!(cq.current().wr_id, 5);
+        assert_eq!(cq.step().map(|c| c.wr_id), Ok(6));
+        assert_eq!(cq.step().map(|c| c.wr_id), Ok(7));
+        assert_eq!(cq.step().map(|c| c.wr_id), Err(ENOENT));
+        // A failed step leaves the last completion readable.
+        assert_eq!(cq.current().wr_id, 7);
+        cq.release();
+        assert_eq!(consumer_index(&mut cq), 3);
+    }
+}
