@@ -41,8 +41,8 @@ bench)
 quick)
     # The oxe suites alone, for iterating on the driver (qemu-test/vm.sh quick).
     net_setup
-    run_suite oxe_lifecycle suite_oxe_lifecycle
     rdma link add oxe0 type oxe netdev veth0
+    run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     ;;
 *)

@@ -33,6 +33,9 @@ pub(super) unsafe fn get<'a>(ibah: *mut b::ib_ah) -> Option<&'a Arc<Ah>> {
     unsafe { (*ibah.cast::<AhObj>()).ah.as_ref() }
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn create_ah(
     ibah: *mut b::ib_ah,
     init: *mut b::rdma_ah_init_attr,
@@ -89,6 +92,9 @@ pub(super) unsafe extern "C" fn create_ah(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
     // SAFETY: an oxe AH, destroyed once.
     let obj = unsafe { &mut *ibah.cast::<AhObj>() };

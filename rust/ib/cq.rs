@@ -57,6 +57,9 @@ pub(crate) unsafe fn get<'a>(ibcq: *mut b::ib_cq) -> Option<&'a Arc<Cq>> {
     unsafe { (*ibcq.cast::<CqObj>()).cq.as_ref() }
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn create_cq(
     ibcq: *mut b::ib_cq,
     attr: *const b::ib_cq_init_attr,
@@ -96,6 +99,9 @@ pub(super) unsafe extern "C" fn create_cq(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: an oxe CQ; ib_core calls destroy once, with no QP left on it.
     let obj = unsafe { &mut *ibcq.cast::<CqObj>() };
@@ -120,6 +126,9 @@ fn wc_flags(f: u32) -> c_int {
     out as c_int
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn poll_cq(
     ibcq: *mut b::ib_cq,
     num: c_int,
@@ -172,6 +181,9 @@ pub(super) unsafe extern "C" fn poll_cq(
     ) as c_int
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn req_notify_cq(
     ibcq: *mut b::ib_cq,
     flags: b::ib_cq_notify_flags,

@@ -73,6 +73,9 @@ unsafe fn get<'a>(ibqp: *mut b::ib_qp) -> Option<&'a Arc<Qp>> {
     unsafe { (*ibqp.cast::<QpObj>()).qp.as_ref() }
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn create_qp(
     ibqp: *mut b::ib_qp,
     init: *mut b::ib_qp_init_attr,
@@ -151,6 +154,9 @@ pub(super) unsafe extern "C" fn create_qp(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: an oxe QP; destroyed once.
     let obj = unsafe { &mut *ibqp.cast::<QpObj>() };
@@ -178,6 +184,9 @@ fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
     })
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn modify_qp(
     ibqp: *mut b::ib_qp,
     attr: *mut b::ib_qp_attr,
@@ -223,6 +232,9 @@ pub(super) unsafe extern "C" fn modify_qp(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn query_qp(
     ibqp: *mut b::ib_qp,
     attr: *mut b::ib_qp_attr,
@@ -357,6 +369,9 @@ unsafe fn kernel_wqe(
     Ok((w, used, av))
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn post_send(
     ibqp: *mut b::ib_qp,
     mut wr: *const b::ib_send_wr,
@@ -430,6 +445,9 @@ pub(super) unsafe fn kernel_recv(
     Ok((w, v))
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn post_recv(
     ibqp: *mut b::ib_qp,
     mut wr: *const b::ib_recv_wr,

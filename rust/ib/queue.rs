@@ -218,7 +218,9 @@ pub(super) unsafe extern "C" fn mmap(
     // SAFETY: every entry oxe inserts is an MmapEntry (rdma field first); the
     // reference we hold keeps it alive. remap_vmalloc_range checks the vma
     // size against the allocation.
-    let ret = unsafe { b::oxe_shim_remap_vmalloc(vma, (&(*entry).mem).addr.as_ptr().cast()) };
+    let mem: &Arc<RingMem> = unsafe { &*core::ptr::addr_of!((*entry).mem) };
+    // SAFETY: the memory is alive (held by the entry).
+    let ret = unsafe { b::oxe_shim_remap_vmalloc(vma, mem.addr.as_ptr().cast()) };
     // SAFETY: balances rdma_user_mmap_entry_get.
     unsafe { b::rdma_user_mmap_entry_put(e) };
     ret

@@ -50,6 +50,9 @@ pub(super) unsafe fn get<'a>(ibsrq: *mut b::ib_srq) -> Option<&'a Arc<Srq>> {
     unsafe { (*ibsrq.cast::<SrqObj>()).srq.as_ref() }
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn create_srq(
     ibsrq: *mut b::ib_srq,
     init: *mut b::ib_srq_init_attr,
@@ -94,6 +97,9 @@ pub(super) unsafe extern "C" fn create_srq(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn modify_srq(
     ibsrq: *mut b::ib_srq,
     attr: *mut b::ib_srq_attr,
@@ -116,6 +122,9 @@ pub(super) unsafe extern "C" fn modify_srq(
     to_c_int(r)
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn query_srq(
     ibsrq: *mut b::ib_srq,
     attr: *mut b::ib_srq_attr,
@@ -132,6 +141,9 @@ pub(super) unsafe extern "C" fn query_srq(
     0
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_srq(
     ibsrq: *mut b::ib_srq,
     _udata: *mut b::ib_udata,
@@ -144,6 +156,9 @@ pub(super) unsafe extern "C" fn destroy_srq(
     0
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn post_srq_recv(
     ibsrq: *mut b::ib_srq,
     mut wr: *const b::ib_recv_wr,

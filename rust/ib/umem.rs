@@ -74,7 +74,13 @@ impl Umem {
             // SAFETY: `pfn` is pinned for as long as `self`; the copy stays
             // within the page (`n <= room`).
             unsafe {
-                b::oxe_shim_pfn_copy(pfn as _, in_page, now.as_ptr().cast_mut().cast(), n, true)
+                b::oxe_shim_pfn_copy(
+                    pfn as kernel::ffi::c_ulong,
+                    in_page,
+                    now.as_ptr().cast_mut().cast(),
+                    n,
+                    true,
+                )
             };
             data = rest;
             off += n as u64;
@@ -89,7 +95,15 @@ impl Umem {
             let n = room.min(out.len());
             let (now, rest) = out.split_at_mut(n);
             // SAFETY: as in `write`; `now` is writable for `n` bytes.
-            unsafe { b::oxe_shim_pfn_copy(pfn as _, in_page, now.as_mut_ptr().cast(), n, false) };
+            unsafe {
+                b::oxe_shim_pfn_copy(
+                    pfn as kernel::ffi::c_ulong,
+                    in_page,
+                    now.as_mut_ptr().cast(),
+                    n,
+                    false,
+                )
+            };
             out = rest;
             off += n as u64;
         }
@@ -105,7 +119,9 @@ impl Umem {
             return Err(EINVAL);
         }
         // SAFETY: a pinned page; the word lies within it and is aligned.
-        Ok(unsafe { b::oxe_shim_pfn_atomic(pfn as _, in_page, cas, cmp_add, swap) })
+        Ok(unsafe {
+            b::oxe_shim_pfn_atomic(pfn as kernel::ffi::c_ulong, in_page, cas, cmp_add, swap)
+        })
     }
 
     fn get(&self) -> &b::ib_umem {

@@ -50,6 +50,9 @@ pub(crate) trait WorkFn: Sync {
     fn run(&self);
 }
 
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn work_tramp<T: WorkFn>(ctx: *mut c_void) {
     // SAFETY: `ctx` is the `T` the Work was created for, which (Work's
     // contract) outlives the work: dropping the Work cancels and waits.
@@ -91,7 +94,7 @@ impl Work {
     /// Runs the work after `delay` jiffies, unless it is due sooner anyway.
     pub(crate) fn queue_after(&self, delay: u64) {
         // SAFETY: live work (type invariant).
-        unsafe { b::oxe_shim_work_queue_after(self.0.as_ptr(), delay as _) };
+        unsafe { b::oxe_shim_work_queue_after(self.0.as_ptr(), delay as kernel::ffi::c_ulong) };
     }
 }
 

@@ -1,0 +1,44 @@
+# Suite: the data path in its simplest forms, on one device (loopback) and
+# between two devices in two namespaces: rdma-core's pingpong examples.
+# Each check names its tool and direction; the suite fails on the first miss.
+
+# The GID index of DEV's IPv4 (v4-mapped) RoCE v2 entry.
+ipv4_gid() { # dev
+    gid_table "$1" | awk '$2 ~ /^0000:0000:0000:0000:0000:ffff:/ { print $1; exit }'
+}
+
+# Runs SERVER_CMD (in the background) and CLIENT_CMD; both must exit 0.
+pair() { # name timeout "server cmd" "client cmd"
+    local name=$1 t=$2 s=$3 c=$4 spid rc
+    timeout "$t" bash -c "$s" >"/tmp/$name.server" 2>&1 &
+    spid=$!
+    sleep 1
+    timeout "$t" bash -c "$c" >"/tmp/$name.client" 2>&1
+    rc=$?
+    wait $spid
+    local src=$?
+    if [ $rc = 0 ] && [ $src = 0 ]; then
+        echo "ok   $name: $(grep -m1 -E 'bytes in|Mbit' "/tmp/$name.client")"
+        return 0
+    fi
+    echo "FAIL $name (client $rc, server $src)"
+    sed 's/^/  client| /' "/tmp/$name.client" | tail -n 8
+    sed 's/^/  server| /' "/tmp/$name.server" | tail -n 8
+    return 1
+}
+
+suite_datapath_smoke() { # dev
+    local dev=$1 g fails=0
+    g=$(ipv4_gid "$dev")
+    [ -n "$g" ] || { echo "no IPv4 GID on $dev"; gid_table "$dev"; return 1; }
+    pair rc_pingpong_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 20" \
+        "ibv_rc_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
+    pair ud_pingpong_loopback 120 "ibv_ud_pingpong -d $dev -g $g -n 20" \
+        "ibv_ud_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
+    pair srq_pingpong_loopback 120 "ibv_srq_pingpong -d $dev -g $g -n 20" \
+        "ibv_srq_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
+    pair rc_pingpong_big_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536" \
+        "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" || fails=$((fails + 1))
+    rdma -d statistic show link "$dev/1" 2>/dev/null | tr ' ' '\n' | grep -A1 -E '^rx_' | paste - - || true
+    [ $fails = 0 ]
+}
