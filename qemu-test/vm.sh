@@ -46,12 +46,12 @@ install_module() {
 # One guest at a time per machine: the module directory is shared by every
 # checkout, and two TCG guests on two cores would only slow each other down.
 exec 9>"$OXE_CACHE/vm.lock"
-flock 9
+[ "${OXE_VM_LOCK:-1}" = 0 ] || flock 9
 install_module
 
 acc=$(accel)
 log "booting $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
-env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results"
+env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}'"
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"

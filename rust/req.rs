@@ -418,32 +418,36 @@ impl Qp {
                 break;
             }
             n += 1;
+            if p.status != wc_status::SUCCESS {
+                error = true;
+                break;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        // Free the slots before the completions are visible: a consumer
+        // that reaps a completion may post again at once.
+        let in_sq = q.req.fetch.wrapping_sub((q.req.pending.len() - n) as u32);
+        self.sq.set_consumer(in_sq);
+        for p in q.req.pending.iter().take(n) {
             let failed = p.status != wc_status::SUCCESS;
             let signaled = self.sq_sig_all || p.wr.wqe.send_flags & OXE_SEND_SIGNALED != 0;
             if failed || signaled {
                 let len = match p.wr.wqe.opcode {
-                    wr_op::RDMA_READ => p.wr.len,
                     wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD => 8,
                     _ => p.wr.len,
                 };
                 self.complete_send(p.wr.wqe.wr_id, wc_opcode(p.wr.wqe.opcode), p.status, len);
             }
-            if failed {
-                error = true;
-                break;
-            }
         }
-        if n > 0 {
-            let mut k = 0;
-            q.req.pending.retain(|_| {
-                k += 1;
-                k > n
-            });
-            let in_sq = q.req.fetch.wrapping_sub(q.req.pending.len() as u32);
-            self.sq.set_consumer(in_sq);
-            if q.req.pending.iter().all(|p| p.done || p.sent == 0) {
-                q.req.deadline = None;
-            }
+        let mut k = 0;
+        q.req.pending.retain(|_| {
+            k += 1;
+            k > n
+        });
+        if q.req.pending.iter().all(|p| p.done || p.sent == 0) {
+            q.req.deadline = None;
         }
         if error {
             self.to_error(q);

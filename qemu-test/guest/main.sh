@@ -45,6 +45,15 @@ quick)
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     ;;
+dp)
+    # The data path alone, for iterating on it: smoke, then the rdma-core
+    # tests named in $OXE_DP_TESTS (unittest -k patterns).
+    net_setup
+    rdma link add oxe0 type oxe netdev veth0
+    run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
+    (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
+    tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
+    ;;
 *)
     echo "unknown mode $mode"
     FAILED+=("mode:$mode")

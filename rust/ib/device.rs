@@ -100,6 +100,11 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
     for (d, s) in dev.node_desc.iter_mut().zip(b"oxe\0") {
         *d = *s;
     }
+    // The default command mask leaves out the two data-path commands a
+    // provider with mapped rings still needs: POST_SEND (the doorbell) and
+    // REQ_NOTIFY_CQ (arming, for completion channels).
+    dev.uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+        | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
     let ops = super::verbs::device_ops();
     // SAFETY: `ib_set_device_ops` copies the table; `ops` may die afterwards.
     unsafe { b::ib_set_device_ops(ib.as_ptr(), &ops) };

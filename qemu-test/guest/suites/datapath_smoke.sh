@@ -22,8 +22,9 @@ pair() { # name timeout "server cmd" "client cmd"
         return 0
     fi
     echo "FAIL $name (client $rc, server $src)"
-    sed 's/^/  client| /' "/tmp/$name.client" | tail -n 8
-    sed 's/^/  server| /' "/tmp/$name.server" | tail -n 8
+    sed 's/^/  client| /' "/tmp/$name.client" | head -n 30
+    sed 's/^/  server| /' "/tmp/$name.server" | head -n 30
+    dmesg | tail -n 15 | sed 's/^/  dmesg| /'
     return 1
 }
 
