@@ -599,3 +599,59 @@ struct ib_ucontext *oxe_shim_udata_uctx(struct ib_udata *udata)
 {
 	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
 }
+
+/*
+ * debugfs "gids": the port's GID table as the connection manager looks it up
+ * (by GID, type and netdev), for a kernel developer checking why an address
+ * does or does not resolve to this device.
+ */
+static int oxe_gids_show(struct seq_file *m, void *v)
+{
+	struct ib_device *ib = m->private;
+	u32 port = 1;
+	int i;
+
+	seq_printf(m, "core_cap_flags %#x ib_cm %d roce %d netns_ok %d\n",
+		   ib->port_data[port].immutable.core_cap_flags, rdma_cap_ib_cm(ib, port),
+		   rdma_protocol_roce(ib, port), rdma_dev_access_netns(ib, &init_net));
+	for (i = 0; i < 16; i++) {
+		const struct ib_gid_attr *a = rdma_get_gid_attr(ib, port, i);
+		const struct ib_gid_attr *f;
+		struct net_device *nd;
+
+		if (IS_ERR(a))
+			continue;
+		rcu_read_lock();
+		nd = rcu_dereference(a->ndev);
+		if (nd)
+			dev_hold(nd);
+		rcu_read_unlock();
+		f = rdma_find_gid_by_port(ib, &a->gid, a->gid_type, port, nd);
+		seq_printf(m, "%2d %pI6 type %d ndev %s lookup %s\n", i, a->gid.raw, a->gid_type,
+			   nd ? nd->name : "-", IS_ERR(f) ? "missing" : "found");
+		if (!IS_ERR(f))
+			rdma_put_gid_attr(f);
+		if (nd)
+			dev_put(nd);
+		rdma_put_gid_attr(a);
+	}
+	return 0;
+}
+
+static int oxe_gids_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, oxe_gids_show, inode->i_private);
+}
+
+static const struct file_operations oxe_gids_fops = {
+	.owner = THIS_MODULE,
+	.open = oxe_gids_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_device *ib)
+{
+	return debugfs_create_file("gids", 0400, parent, ib, &oxe_gids_fops);
+}

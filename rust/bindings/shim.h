@@ -38,6 +38,7 @@ void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
 struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr);
+struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_device *ib);
 
 
 /* ---- Data path (queues, packets, pages, deferred work) ---- */

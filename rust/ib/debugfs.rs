@@ -39,6 +39,13 @@ impl Entry {
     }
 
     /// The file showing `mr` under `dir`. The MR must outlive the returned entry.
+    /// `gids`: the port's GID table as the connection manager looks it up.
+    pub(super) fn gids_file(dir: &Entry, ib: *mut b::ib_device) -> Option<Self> {
+        // SAFETY: a live directory; the device outlives its debugfs directory
+        // (removed in dealloc_driver, with the rest of the driver state).
+        Self::new(unsafe { b::oxe_shim_debugfs_gids_file(dir.0.as_ptr(), ib) })
+    }
+
     pub(super) fn mr_file(dir: &Entry, index: u32, mr: &Mr) -> Option<Self> {
         let mut name = [0u8; 24];
         // The last byte stays 0: the terminating NUL.

@@ -116,6 +116,14 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
         // virtual, so ib_umem never DMA-maps user pages for it.
         ret = unsafe { b::ib_register_device(ib.as_ptr(), name.as_char_ptr(), ptr::null_mut()) };
     }
+    if ret == 0 {
+        if let Ok(drv) = IbDev(ib).drv() {
+            if let Some(dir) = drv.debugfs.as_ref() {
+                // Removed with the directory.
+                core::mem::forget(super::debugfs::Entry::gids_file(dir, ib.as_ptr()));
+            }
+        }
+    }
     if ret != 0 {
         // SAFETY: registration failed, so the device is still ours to free;
         // ib_dealloc_device calls dealloc_driver, which drops `drv`.
