@@ -27,6 +27,7 @@ test)
     modprobe -r rdma_rxe
     run_suite oxe_lifecycle suite_oxe_lifecycle
     rdma link add oxe0 type oxe netdev veth0
+    run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     ;;
 bench)
@@ -53,9 +54,6 @@ dp)
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
     tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
-    rdma link delete oxe0
-    load_rxe rxe0 veth0
-    run_suite rping_rxe0 suite_rping_loopback
     ;;
 *)
     echo "unknown mode $mode"

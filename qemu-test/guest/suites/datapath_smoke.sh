@@ -40,22 +40,7 @@ suite_datapath_smoke() { # dev
         "ibv_srq_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
     pair rc_pingpong_big_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536" \
         "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" || fails=$((fails + 1))
-    pair rping_loopback 120 "strace -f -e trace=write -e status=failed rping -s -a 10.11.0.1 -C 5 -v" \
-        "rping -c -a 10.11.0.1 -C 5 -v" || {
-        fails=$((fails + 1))
-        rdma dev show
-        ls /sys/class/infiniband_cm/ 2>&1
-        local i
-        for i in 0 1 2 3; do
-            echo "gid $i: $(cat /sys/class/infiniband/$dev/ports/1/gids/$i) $(cat /sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i 2>&1) $(cat /sys/class/infiniband/$dev/ports/1/gid_attrs/ndevs/$i 2>&1)"
-        done
-        ip -br addr
-    }
     rdma -d statistic show link "$dev/1" 2>/dev/null | tr ' ' '\n' | grep -A1 -E '^rx_' | paste - - || true
     [ $fails = 0 ]
 }
 
-# rping on one device, as a comparison point for another driver.
-suite_rping_loopback() {
-    pair rping_loopback_cmp 120 "rping -s -a 10.11.0.1 -C 5 -v" "rping -c -a 10.11.0.1 -C 5 -v"
-}
