@@ -12,7 +12,12 @@ pair() { # name timeout "server cmd" "client cmd"
     local name=$1 t=$2 s=$3 c=$4 spid rc
     timeout "$t" bash -c "$s" >"/tmp/$name.server" 2>&1 &
     spid=$!
-    sleep 3
+    # The pingpongs exchange addresses over TCP port 18515: wait for it.
+    local i
+    for i in $(seq 60); do
+        [[ $(ss -ltn 2>/dev/null) == *:18515* ]] && break
+        sleep 0.5
+    done
     timeout "$t" bash -c "$c" >"/tmp/$name.client" 2>&1
     rc=$?
     wait $spid
