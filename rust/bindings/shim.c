@@ -5,6 +5,7 @@
 #include <linux/sched/mm.h>
 #include <net/addrconf.h>
 #include <rdma/uverbs_ioctl.h>
+#include <rdma/ib_cache.h>
 #include <net/udp_tunnel.h>
 #include <rdma/rdma_netlink.h>
 #include <linux/debugfs.h>
