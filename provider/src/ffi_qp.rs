@@ -382,6 +382,14 @@ pub(crate) unsafe extern "C" fn post_send(
     let Some(sq) = (unsafe { send_queue(qp) }) else {
         return errno_ret(EINVAL);
     };
+    // SAFETY: a live QP; libibverbs keeps `state` current across modify_qp.
+    if !crate::verbs::send_allowed(unsafe { (*qp).state }) {
+        if !bad_wr.is_null() {
+            // SAFETY: writable, per the contract.
+            unsafe { *bad_wr = wr };
+        }
+        return errno_ret(EINVAL);
+    }
     let mut err = 0;
     let mut posted = false;
     {
@@ -435,6 +443,14 @@ pub(crate) unsafe extern "C" fn post_recv(
         }
         return errno_ret(EINVAL);
     };
+    // SAFETY: a live QP; libibverbs keeps `state` current across modify_qp.
+    if !crate::verbs::recv_allowed(unsafe { (*qp).state }) {
+        if !bad_wr.is_null() {
+            // SAFETY: writable, per the contract.
+            unsafe { *bad_wr = wr };
+        }
+        return errno_ret(EINVAL);
+    }
     // SAFETY: per this function's contract.
     errno_ret(unsafe { post_recv_list(rq, wr, bad_wr) })
 }

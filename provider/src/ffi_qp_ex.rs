@@ -100,6 +100,15 @@ unsafe extern "C" fn wr_complete(qp: *mut sys::ibv_qp_ex) -> c_int {
     let Some(sq) = (unsafe { send_queue(qp.cast::<sys::ibv_qp>()) }) else {
         return errno_ret(EINVAL);
     };
+    // SAFETY: a live QP; libibverbs keeps `state` current across modify_qp.
+    let state = unsafe { (*qp.cast::<sys::ibv_qp>()).state };
+    if !crate::verbs::send_allowed(state) {
+        // SAFETY: this thread holds the lock since `wr_start`.
+        unsafe { sq.held() }.wr_abort();
+        // SAFETY: the reference from `held` is gone.
+        unsafe { sq.leave() };
+        return errno_ret(EINVAL);
+    }
     // SAFETY: this thread holds the lock since `wr_start`.
     let result = unsafe { sq.held() }.wr_complete();
     // SAFETY: the reference from `held` is gone.

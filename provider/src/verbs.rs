@@ -261,6 +261,22 @@ pub(crate) fn check_srq_modify(mask: c_int) -> Result<(), c_int> {
     Ok(())
 }
 
+/// `ibv_qp_state` values the posting checks need.
+const QPS_RESET: u32 = 0;
+const QPS_INIT: u32 = 1;
+const QPS_RTR: u32 = 2;
+
+/// Whether send requests may be posted to a QP in `state` (IBTA 10.8.2:
+/// not before RTS; in the error state they are accepted and flushed).
+pub(crate) fn send_allowed(state: u32) -> bool {
+    !matches!(state, QPS_RESET | QPS_INIT | QPS_RTR)
+}
+
+/// Whether receive requests may be posted to a QP in `state` (not in RESET).
+pub(crate) fn recv_allowed(state: u32) -> bool {
+    state != QPS_RESET
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +284,15 @@ mod tests {
     fn text(buf: &[c_char; FW_VER_LEN]) -> String {
         let end = buf.iter().position(|&c| c == 0).expect("NUL-terminated");
         buf[..end].iter().map(|&c| c as u8 as char).collect()
+    }
+
+    #[test]
+    fn posting_follows_the_qp_state() {
+        use super::{recv_allowed, send_allowed};
+        assert!(!send_allowed(0) && !send_allowed(1) && !send_allowed(2));
+        assert!(send_allowed(3) && send_allowed(4) && send_allowed(6));
+        assert!(!recv_allowed(0));
+        assert!(recv_allowed(1) && recv_allowed(2) && recv_allowed(3) && recv_allowed(6));
     }
 
     #[test]
