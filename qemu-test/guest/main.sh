@@ -54,6 +54,7 @@ dp)
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
     tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
+    cat /sys/kernel/debug/oxe/oxe0/gids >"$OXE_RESULTS/logs/gids.txt" 2>&1
     ;;
 *)
     echo "unknown mode $mode"
