@@ -48,6 +48,7 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         destroy_ah: Some(super::ah::destroy_ah),
         alloc_pd: Some(alloc_pd),
         dealloc_pd: Some(dealloc_pd),
+        get_dma_mr: Some(get_dma_mr),
         reg_user_mr: Some(reg_user_mr),
         rereg_user_mr: Some(rereg_user_mr),
         dereg_mr: Some(dereg_mr),
@@ -213,6 +214,19 @@ unsafe extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> 
         drv.dealloc_pd();
     }
     0
+}
+
+/// A DMA MR would open all of kernel memory to whoever holds its rkey (it
+/// exists for IB_PD_UNSAFE_GLOBAL_RKEY). oxe refuses it: kernel consumers use
+/// the PD's local_dma_lkey (IBK_LOCAL_DMA_LKEY) and register what they expose.
+/// The op itself must exist: ib_core counts it among the verbs a device needs
+/// before kernel clients (MAD, CM, RDMA-CM) attach to it.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn get_dma_mr(_pd: *mut b::ib_pd, _access: c_int) -> *mut b::ib_mr {
+    err_ptr(EOPNOTSUPP)
 }
 
 /// # Safety

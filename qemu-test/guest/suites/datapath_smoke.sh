@@ -8,16 +8,21 @@ ipv4_gid() { # dev
 }
 
 # Runs SERVER_CMD (in the background) and CLIENT_CMD; both must exit 0.
-pair() { # name timeout "server cmd" "client cmd"
-    local name=$1 t=$2 s=$3 c=$4 spid rc
+pair() { # name timeout "server cmd" "client cmd" [tcp port the server listens on]
+    local name=$1 t=$2 s=$3 c=$4 port=${5:-} spid rc
     timeout "$t" bash -c "$s" >"/tmp/$name.server" 2>&1 &
     spid=$!
-    # The pingpongs exchange addresses over TCP port 18515: wait for it.
+    # The pingpongs exchange addresses over TCP: wait for the port. rping
+    # listens through RDMA-CM, which ss cannot see: give it a moment.
     local i
-    for i in $(seq 60); do
-        [[ $(ss -ltn 2>/dev/null) == *:18515* ]] && break
-        sleep 0.5
-    done
+    if [ -n "$port" ]; then
+        for i in $(seq 60); do
+            [[ $(ss -ltn 2>/dev/null) == *:$port* ]] && break
+            sleep 0.5
+        done
+    else
+        sleep 3
+    fi
     timeout "$t" bash -c "$c" >"/tmp/$name.client" 2>&1
     rc=$?
     wait $spid
@@ -38,13 +43,15 @@ suite_datapath_smoke() { # dev
     g=$(ipv4_gid "$dev")
     [ -n "$g" ] || { echo "no IPv4 GID on $dev"; gid_table "$dev"; return 1; }
     pair rc_pingpong_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 20" \
-        "ibv_rc_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
+        "ibv_rc_pingpong -d $dev -g $g -n 20 127.0.0.1" 18515 || fails=$((fails + 1))
     pair ud_pingpong_loopback 120 "ibv_ud_pingpong -d $dev -g $g -n 20" \
-        "ibv_ud_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
+        "ibv_ud_pingpong -d $dev -g $g -n 20 127.0.0.1" 18515 || fails=$((fails + 1))
     pair srq_pingpong_loopback 120 "ibv_srq_pingpong -d $dev -g $g -n 20" \
-        "ibv_srq_pingpong -d $dev -g $g -n 20 127.0.0.1" || fails=$((fails + 1))
+        "ibv_srq_pingpong -d $dev -g $g -n 20 127.0.0.1" 18515 || fails=$((fails + 1))
     pair rc_pingpong_big_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536" \
-        "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" || fails=$((fails + 1))
+        "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" 18515 || fails=$((fails + 1))
+    pair rping_loopback 120 "rping -s -a 10.11.0.1 -C 5 -v" \
+        "rping -c -a 10.11.0.1 -C 5 -v" || fails=$((fails + 1))
     rdma -d statistic show link "$dev/1" 2>/dev/null | tr ' ' '\n' | grep -A1 -E '^rx_' | paste - - || true
     [ $fails = 0 ]
 }
