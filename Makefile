@@ -17,7 +17,7 @@ KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) CLIPPY_DRIVER=/usr/bin/clippy-driv
 CLIPPY ?=
 RESULTS := build/results
 
-.PHONY: run test bench shell deps kernel module rdma-core provider host-test check fmt expectations clean distclean
+.PHONY: run test bench shell deps kernel module rdma-core provider guest-tools host-test check fmt expectations clean distclean
 
 deps:
 	@scripts/deps.sh
@@ -57,10 +57,16 @@ fmt:
 	@for d in rust/core provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
 	@rustfmt --edition 2021 $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
 
+# Test programs the guest suites run, against the v59 build (a second of gcc each).
+guest-tools: rdma-core
+	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/rc_xfer \
+		qemu-test/clients/rc_xfer.c -I$$rc/build/include -L$$rc/build/lib -lrdmacm -libverbs \
+		-Wl,-rpath,$$rc/build/lib
+
 run: module provider
 	@qemu-test/vm.sh run
 
-test: module provider
+test: module provider guest-tools
 	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/suites/*.json
 	@if $(MAKE) -s check; then echo "check pass" >>$(RESULTS)/checks.txt; \
 		else echo "check fail" >>$(RESULTS)/checks.txt; fi
@@ -73,8 +79,8 @@ test: module provider
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
 		echo "$$p passed, $$f failed"; [ $$f = 0 ]
 
-# Benchmarks (never timed tests): MR registration on oxe and rxe, same guest.
-bench: module provider
+# Benchmarks (never timed tests): MR registration and perftest on oxe and rxe, same guest.
+bench: module provider guest-tools
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -o build/mr_bench qemu-test/bench/mr_bench.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -Wl,-rpath,$$rc/build/lib
 	@qemu-test/vm.sh bench

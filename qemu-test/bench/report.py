@@ -4,19 +4,34 @@
   report.py RESULTS_DIR
 
 Every figure is a ratio of oxe to rxe measured in the same guest in the same
-run: absolute numbers under TCG mean little.
+run: absolute numbers under TCG mean little. Inputs: bench-mr-{oxe0,rxe0}.json
+(mr_bench) and bench-perf-{oxe,rxe}.json (suite_bench_perf); a side that could
+not run is reported as missing, never as a failure.
 """
 import json
 import sys
 from pathlib import Path
 
 SIZES = [("4 KiB", "4096"), ("64 KiB", "65536"), ("2 MiB", "2097152"), ("64 MiB", "67108864"), ("1 GiB", "1073741824")]
+# perftest measures: key, label, unit, direction of "better", target oxe/rxe ratio.
+PERF = [
+    ("write_bw", "ib_write_bw 64 KiB", "MB/s", ">=", 1.5),
+    ("read_bw", "ib_read_bw 64 KiB", "MB/s", ">=", 1.5),
+    ("write_lat", "ib_write_lat 8 B, typical", "µs", "<=", 0.7),
+]
 
 
-def main(results):
-    results = Path(results)
-    oxe = json.loads((results / "bench-mr-oxe0.json").read_text())
-    rxe = json.loads((results / "bench-mr-rxe0.json").read_text())
+def load(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def mr_section(results):
+    oxe, rxe = load(results / "bench-mr-oxe0.json"), load(results / "bench-mr-rxe0.json")
+    if not oxe or not rxe:
+        return None
     rows = []
     for label, key in SIZES:
         o, r = oxe["reg_dereg_us"][key], rxe["reg_dereg_us"][key]
@@ -31,22 +46,63 @@ def main(results):
             "ratio": round(o["rereg_us"] / o["dereg_reg_us"], 4) if o["rereg_us"] > 0 else None,
             "rxe_rereg_us": r["rereg_us"] if r["rereg_us"] > 0 else "unsupported",
         })
-    bench = {
-        "mr": {"reg_dereg": rows, "rereg_access": rereg},
-        "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1},
-        "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap",
-    }
-    (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
+    return {"reg_dereg": rows, "rereg_access": rereg}
 
-    md = ["| reg+dereg (pre-touched) | oxe µs | rxe µs | oxe/rxe |", "|---|---:|---:|---:|"]
-    md += [f"| {r['size']} | {r['oxe_us']:.1f} | {r['rxe_us']:.1f} | {r['ratio']:.2f} |" for r in rows]
-    md += ["", "| access change (rereg vs dereg+reg) | oxe rereg µs | oxe dereg+reg µs | ratio | rxe rereg |",
-           "|---|---:|---:|---:|---|"]
-    md += [f"| {r['size']} | {r['oxe_rereg_us']:.1f} | {r['oxe_dereg_reg_us']:.1f} | {r['ratio']} | {r['rxe_rereg_us']} |"
-           for r in rereg]
-    (results / "bench.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
 
+def perf_side(results, typ):
+    """A device type's perftest medians, or (None, reason) if it did not run."""
+    d = load(results / f"bench-perf-{typ}.json")
+    if d is None:
+        return None, "no results"
+    if d.get("missing"):
+        return None, d["missing"]
+    return d, None
+
+
+def perf_section(results):
+    oxe, oxe_missing = perf_side(results, "oxe")
+    rxe, rxe_missing = perf_side(results, "rxe")
+    rows = []
+    for key, label, unit, op, target in PERF:
+        o = oxe.get(key) if oxe else None
+        r = rxe.get(key) if rxe else None
+        ratio = round(o / r, 3) if o and r else None
+        met = None if ratio is None else (ratio >= target if op == ">=" else ratio <= target)
+        rows.append({"measure": key, "label": label, "unit": unit, "oxe": o, "rxe": r,
+                     "ratio": ratio, "target": f"{op} {target}", "met": met})
+    return {"rows": rows, "oxe_missing": oxe_missing, "rxe_missing": rxe_missing,
+            "pairs": {"oxe": oxe and oxe["pair"], "rxe": rxe and rxe["pair"]}}
+
+
+def fmt(v, nd=1):
+    return "missing" if v is None else f"{v:.{nd}f}"
+
+
+def markdown(mr, perf):
+    md = []
+    if mr:
+        md += ["| reg+dereg (pre-touched) | oxe µs | rxe µs | oxe/rxe |", "|---|---:|---:|---:|"]
+        md += [f"| {r['size']} | {r['oxe_us']:.1f} | {r['rxe_us']:.1f} | {r['ratio']:.2f} |" for r in mr["reg_dereg"]]
+        md += ["", "| access change (rereg vs dereg+reg) | oxe rereg µs | oxe dereg+reg µs | ratio | rxe rereg |",
+               "|---|---:|---:|---:|---|"]
+        md += [f"| {r['size']} | {r['oxe_rereg_us']:.1f} | {r['oxe_dereg_reg_us']:.1f} | {r['ratio']} | {r['rxe_rereg_us']} |"
+               for r in mr["rereg_access"]]
+    else:
+        md += ["MR registration: missing (bench-mr-oxe0.json or bench-mr-rxe0.json absent)"]
+    md += ["", "| perftest, A on veth0 -> B in netns peer | oxe | rxe | oxe/rxe | target | met |",
+           "|---|---:|---:|---:|---:|---|"]
+    for r in perf["rows"]:
+        met = "—" if r["met"] is None else ("yes" if r["met"] else "no")
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        md.append(f"| {r['label']}, {r['unit']} | {fmt(r['oxe'])} | {fmt(r['rxe'])} | {ratio} | "
+                  f"{r['target'].replace('>=', '≥').replace('<=', '≤')} | {met} |")
+    for typ in ("oxe", "rxe"):
+        if perf[f"{typ}_missing"]:
+            md.append(f"\n{typ} perftest: missing ({perf[f'{typ}_missing']})")
+    return md
+
+
+def plot(results, mr, perf):
     try:
         import matplotlib
 
@@ -54,18 +110,65 @@ def main(results):
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib missing: no plot", file=sys.stderr)
-        return 0
-    fig, ax = plt.subplots(figsize=(7, 4))
-    x = range(len(rows))
-    ax.bar([i - 0.2 for i in x], [r["oxe_us"] for r in rows], 0.4, label="oxe")
-    ax.bar([i + 0.2 for i in x], [r["rxe_us"] for r in rows], 0.4, label="rxe")
-    ax.set_yscale("log")
-    ax.set_xticks(list(x), [r["size"] for r in rows])
+        return
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [5, 3]})
+    if mr:
+        rows = mr["reg_dereg"]
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["oxe_us"] for r in rows], 0.4, label="oxe")
+        ax.bar([i + 0.2 for i in x], [r["rxe_us"] for r in rows], 0.4, label="rxe")
+        ax.set_yscale("log")
+        ax.set_xticks(list(x), [r["size"] for r in rows])
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "MR results missing", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylabel("reg + dereg, µs (median, log)")
-    ax.set_title("MR registration latency, same guest, same run")
-    ax.legend()
+    ax.set_title("MR registration latency")
+
+    rows = perf["rows"]
+    x = list(range(len(rows)))
+    labels = [f"{r['measure']}\nrxe {fmt(r['rxe'])} {r['unit']}" for r in rows]
+    ratios = [r["ratio"] if r["ratio"] is not None else 0 for r in rows]
+    colors = ["tab:gray" if r["met"] is None else ("tab:green" if r["met"] else "tab:red") for r in rows]
+    bars = bx.bar(x, ratios, 0.5, color=colors)
+    for b, r in zip(bars, rows):
+        if r["ratio"] is not None:
+            bx.annotate(f"{r['ratio']:.2f}", (b.get_x() + b.get_width() / 2, b.get_height() / 2), xytext=(0, 0),
+                        textcoords="offset points", ha="center", fontsize=8, color="white")
+    for i, (_, _, _, op, target) in enumerate(PERF):
+        bx.hlines(target, i - 0.35, i + 0.35, colors="black", linestyles="dashed")
+        bx.annotate(f"target {op.replace('>=', '≥').replace('<=', '≤')} {target}", (i, target), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    bx.axhline(1.0, color="gray", linewidth=0.8)
+    bx.set_xticks(x, labels, fontsize=8)
+    bx.set_xlim(-0.6, len(rows) - 0.4)
+    bx.set_ylim(0, max([2.0] + [r * 1.15 for r in ratios]))
+    bx.set_ylabel("oxe / rxe")
+    bx.set_title("perftest, oxe relative to rxe")
+    if perf["oxe_missing"]:
+        bx.text(0.5, 0.6, f"oxe missing:\n{perf['oxe_missing']}", ha="center", va="center",
+                transform=bx.transAxes, fontsize=9)
+    fig.suptitle("oxe vs rxe, same guest, same run (TCG)")
     fig.tight_layout()
     fig.savefig(results / "bench.png", dpi=100)
+
+
+def main(results):
+    results = Path(results)
+    mr, perf = mr_section(results), perf_section(results)
+    bench = {
+        "mr": mr,
+        "perf": perf,
+        "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1,
+                    **{f"{k}_ratio": f"{op} {t}" for k, _, _, op, t in PERF}},
+        "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap; "
+                "perftest MB/s are 2^20 bytes per second",
+    }
+    (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
+    md = markdown(mr, perf)
+    (results / "bench.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    plot(results, mr, perf)
     return 0
 
 

@@ -72,16 +72,71 @@ net_setup() {
     ip -n peer link set veth1 up
 }
 
-# The ib_core modules come from the kernel build (virtme-ng exposes its modules).
-# rxe and oxe both bind UDP 4791, so with oxe around rxe goes in netns "peer";
-# ib_core's shared mode still shows the device here.
-load_rxe() { # device netdev [netns]
-    modprobe rdma_rxe || return 1
-    if [ -n "${3:-}" ]; then
-        ip netns exec "$3" rdma link add "$1" type rxe netdev "$2"
+# The link type of a device name: rxe0 -> rxe, oxe1 -> oxe.
+link_type() { echo "${1%%[0-9]*}"; }
+
+# Creates RDMA device NAME of TYPE on NETDEV, in netns NS when given: a device
+# binds UDP 4791 in its netdev's namespace, and rxe and oxe cannot share one.
+# ib_core's shared mode still shows every device in every namespace.
+# The ib_core modules come from the kernel build (virtme-ng exposes its modules);
+# oxe loads through its rdma-link-oxe alias, rxe is loaded here.
+add_link() { # name type netdev [netns]
+    local name=$1 type=$2 dev=$3 ns=${4:-}
+    [ "$type" != rxe ] || modprobe rdma_rxe || return 1
+    if [ -n "$ns" ]; then
+        ip netns exec "$ns" rdma link add "$name" type "$type" netdev "$dev"
     else
-        rdma link add "$1" type rxe netdev "$2"
+        rdma link add "$name" type "$type" netdev "$dev"
     fi
+}
+
+load_rxe() { # device netdev [netns]
+    add_link "$1" rxe "$2" "${3:-}"
+}
+
+# Deletes every RDMA link (whatever its namespace) and unloads rxe and oxe, so the
+# next suite can bind UDP 4791 with either type anywhere.
+rdma_reset() {
+    local l
+    for l in $(rdma link show 2>/dev/null | awk '$1 == "link" { sub("/.*", "", $2); print $2 }'); do
+        rdma link delete "$l" || ip netns exec peer rdma link delete "$l" || true
+    done
+    modprobe -r rdma_rxe 2>/dev/null
+    modprobe -r oxe 2>/dev/null
+    true
+}
+
+# Creates the two ends of a pair: A on veth0 here (10.11.0.1), B on veth1 in
+# netns peer (10.11.0.2); each one's type comes from its name. Waits for their
+# RoCE v2 IPv4 GIDs (rdma_cm binds through them) and sets GID_A and GID_B to
+# their indices.
+pair_setup() { # devA devB
+    rdma_reset
+    add_link "$1" "$(link_type "$1")" veth0 || { echo "cannot create $1 on veth0"; return 1; }
+    add_link "$2" "$(link_type "$2")" veth1 peer || { echo "cannot create $2 on veth1 (netns peer)"; return 1; }
+    GID_A=$(gid_index "$1" 10.11.0.1) && GID_B=$(gid_index "$2" 10.11.0.2)
+}
+
+# Index of DEV's RoCE v2 GID for IPv4 address IP, waiting for it to appear
+# (the GID table follows the netdev's addresses asynchronously).
+gid_index() { # dev ip
+    local hex i
+    hex=$(printf '%02x%02x:%02x%02x' ${2//./ })
+    for i in $(seq 50); do
+        # 0000:0000:0000:0000:0000:ffff:0a0b:0001 RoCE v2
+        awk -v g="0000:0000:0000:0000:0000:ffff:$hex" '$2 == g && $3 == "RoCE" && $4 == "v2" { print $1; f = 1; exit } END { exit !f }' \
+            < <(gid_table "$1") && return 0
+        sleep 0.2
+    done
+    echo "no RoCE v2 GID for $2 on $1" >&2
+    return 1
+}
+
+# Runs CMD on side a (this namespace) or b (netns peer).
+on_side() { # a|b cmd...
+    local side=$1
+    shift
+    if [ "$side" = b ]; then ip netns exec peer "$@"; else "$@"; fi
 }
 
 # The populated GIDs of DEV port 1 as "INDEX GID TYPE" (addresses fill the

@@ -6,6 +6,19 @@ for f in "$GUEST"/suites/*.sh; do source "$f"; done
 mode=${1:?mode}
 rm -f "$OXE_RESULTS/guest-checks.txt"
 
+# The suites that need oxe's data path (QPs, CQs, traffic): the standard clients
+# between two oxe devices and against rxe in both roles, and RC under loss.
+# `make test` runs them when OXE_DATA_PATH is 1; they are off while the data
+# path is being written. `qemu-test/vm.sh clients-oxe` runs them alone.
+OXE_DATA_PATH=1
+oxe_data_suites() {
+    rdma_reset
+    run_suite clients_oxe0_oxe1 suite_clients oxe0 oxe1
+    run_suite clients_oxe0_rxe1 suite_clients oxe0 rxe1
+    run_suite clients_rxe0_oxe1 suite_clients rxe0 oxe1
+    run_suite loss_oxe0_oxe1 suite_loss oxe0 oxe1
+}
+
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 run_suite boot true
 
@@ -29,6 +42,7 @@ test)
     rdma link add oxe0 type oxe netdev veth0
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
+    [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 bench)
     # Same guest, same run, for both devices: only the ratios mean anything.
@@ -38,6 +52,20 @@ bench)
     for d in oxe0 rxe0; do
         run_suite "bench_mr_$d" "$OXE_TOP/build/mr_bench" "$d" "$OXE_RESULTS/bench-mr-$d.json"
     done
+    # perftest pairs, the two types taking turns (both bind UDP 4791). oxe is
+    # optional: without its data path it is recorded as missing.
+    run_suite bench_perf suite_bench_perf oxe:optional rxe
+    ;;
+clients)
+    # The client suites on rxe, the yardstick (qemu-test/vm.sh clients).
+    net_setup
+    run_suite clients_rxe0_rxe1 suite_clients rxe0 rxe1
+    run_suite loss_rxe0_rxe1 suite_loss rxe0 rxe1
+    ;;
+clients-oxe)
+    # The oxe data-path suites alone (qemu-test/vm.sh clients-oxe).
+    net_setup
+    oxe_data_suites
     ;;
 quick)
     # The oxe suites alone, for iterating on the driver (qemu-test/vm.sh quick).

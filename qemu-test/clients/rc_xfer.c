@@ -1,0 +1,627 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * rc_xfer: one checked bulk transfer over an RC connection.
+ *
+ *   rc_xfer server ADDR [-p PORT] [-s SIZE] [-w SECONDS]
+ *   rc_xfer client ADDR [-p PORT] [-s SIZE] [-c CHUNK] [-d DEPTH] [-t ACK_TIMEOUT]
+ *                       [-r SEED] [-w SECONDS]
+ *
+ * The server binds ADDR, registers SIZE bytes (zeroed) for remote write and gives
+ * their address and rkey to the client in the CM accept's private data. The client
+ * fills SIZE bytes with a pseudo-random pattern (xorshift64* from SEED), RDMA WRITEs
+ * them into the server's buffer in CHUNK-byte pieces with DEPTH outstanding, then
+ * SENDs {size, seed, FNV-1a 64 of its buffer}. RC ordering places every WRITE
+ * before that SEND completes at the server, which then hashes its own buffer,
+ * prints both hashes, replies with its own and exits 0 only on a match (on a
+ * mismatch it also locates the first wrong byte from the seed); the client exits
+ * 0 only if the reply matches too.
+ *
+ * The connection is made with rdma_cm, retry_count 7, rnr_retry_count 7 and a
+ * local ACK timeout of 4.096 us * 2^ACK_TIMEOUT, so that loss and reordering
+ * are survivable. SECONDS bounds every wait (no progress for that long fails).
+ * Sizes accept a K, M or G suffix.
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define MAGIC_INFO 0x6f786531u /* "oxe1" */
+#define MAGIC_DONE 0x6f786532u
+#define MAGIC_REPLY 0x6f786533u
+
+/* Server -> client, in the accept's private data (big-endian fields). */
+struct buf_info {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t rkey;
+	uint32_t magic;
+};
+
+/* Client -> server when the writes are done, and the server's reply. */
+struct xfer_msg {
+	uint64_t size;
+	uint64_t seed;
+	uint64_t hash;
+	uint32_t magic;
+	uint32_t status; /* reply: 0 match, 1 mismatch */
+};
+
+struct opts {
+	bool server;
+	const char *addr;
+	const char *port;
+	uint64_t size;
+	uint64_t chunk;
+	int depth;
+	int ack_timeout;
+	uint64_t seed;
+	int wait_s;
+};
+
+struct conn {
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *listen_id;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	bool armed;
+	uint8_t *buf;
+	struct ibv_mr *buf_mr;
+	struct xfer_msg send_msg, recv_msg;
+	struct ibv_mr *send_mr, *recv_mr;
+};
+
+enum { WRID_WRITE = 1, WRID_SEND, WRID_RECV };
+
+static const char *role = "rc_xfer";
+
+#define fail(...)                                              \
+	do {                                                   \
+		fprintf(stderr, "%s: ", role);                 \
+		fprintf(stderr, __VA_ARGS__);                  \
+		fputc('\n', stderr);                           \
+		return -1;                                     \
+	} while (0)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	uint64_t v = strtoull(s, &end, 0);
+
+	switch (*end) {
+	case 'G': case 'g': v <<= 10; /* fall through */
+	case 'M': case 'm': v <<= 10; /* fall through */
+	case 'K': case 'k': v <<= 10; break;
+	case 0: break;
+	default: return 0;
+	}
+	return v;
+}
+
+/* xorshift64*: deterministic, cheap, and never zero from a non-zero state. */
+static uint64_t next_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1DULL;
+}
+
+static uint64_t pattern_state(uint64_t seed)
+{
+	return seed ? seed : 0x9E3779B97F4A7C15ULL;
+}
+
+/* The pattern is a stream of little-endian 64-bit words (size need not be a multiple of 8). */
+static void fill_pattern(uint8_t *buf, uint64_t size, uint64_t seed)
+{
+	uint64_t s = pattern_state(seed), off;
+
+	for (off = 0; off < size; off += 8) {
+		uint64_t w = htole64(next_rand(&s));
+
+		memcpy(buf + off, &w, size - off < 8 ? size - off : 8);
+	}
+}
+
+/* The first offset where buf differs from the pattern, or size. */
+static uint64_t first_mismatch(const uint8_t *buf, uint64_t size, uint64_t seed)
+{
+	uint64_t s = pattern_state(seed), off, i;
+
+	for (off = 0; off < size; off += 8) {
+		uint64_t w = htole64(next_rand(&s));
+		uint64_t n = size - off < 8 ? size - off : 8;
+
+		for (i = 0; i < n; i++)
+			if (buf[off + i] != ((uint8_t *)&w)[i])
+				return off + i;
+	}
+	return size;
+}
+
+static uint64_t fnv1a64(const uint8_t *p, uint64_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (n--) {
+		h ^= *p++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* Waits up to wait_s for the next CM event, which must be of type want. */
+static int get_event(struct conn *c, enum rdma_cm_event_type want, int wait_s,
+		     struct rdma_cm_event **out)
+{
+	struct pollfd pfd = { .fd = c->ec->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	int rc;
+
+	do
+		rc = poll(&pfd, 1, wait_s * 1000);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		fail("no %s event within %d s", rdma_event_str(want), wait_s);
+	if (rc < 0 || rdma_get_cm_event(c->ec, &ev))
+		fail("waiting for %s: %s", rdma_event_str(want), strerror(errno));
+	if (ev->event != want) {
+		fprintf(stderr, "%s: expected %s, got %s (status %d)\n", role,
+			rdma_event_str(want), rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		return -1;
+	}
+	if (out)
+		*out = ev;
+	else
+		rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/*
+ * Next work completion, waiting on the completion channel for at most wait_s.
+ * Returns 1 with *wc filled, 0 on timeout, -1 on error. The CQ is armed and
+ * polled again before sleeping, so no completion slips between the two.
+ */
+static int next_wc(struct conn *c, struct ibv_wc *wc, int wait_s)
+{
+	struct pollfd pfd = { .fd = c->ch->fd, .events = POLLIN };
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	int n, rc;
+
+	for (;;) {
+		n = ibv_poll_cq(c->cq, 1, wc);
+		if (n)
+			return n < 0 ? -1 : 1;
+		if (!c->armed) {
+			if (ibv_req_notify_cq(c->cq, 0))
+				fail("ibv_req_notify_cq failed");
+			c->armed = true;
+			continue;
+		}
+		do
+			rc = poll(&pfd, 1, wait_s * 1000);
+		while (rc < 0 && errno == EINTR);
+		if (rc == 0)
+			return 0;
+		if (rc < 0 || ibv_get_cq_event(c->ch, &ev_cq, &ev_ctx))
+			fail("waiting for a completion: %s", strerror(errno));
+		ibv_ack_cq_events(ev_cq, 1);
+		c->armed = false;
+	}
+}
+
+/* Waits for the completion of work request kind wr_id; any failed completion fails. */
+static int wait_wc(struct conn *c, uint64_t wr_id, int wait_s)
+{
+	struct ibv_wc wc;
+	int rc = next_wc(c, &wc, wait_s);
+
+	if (rc == 0)
+		fail("no completion within %d s", wait_s);
+	if (rc < 0)
+		return -1;
+	if (wc.status != IBV_WC_SUCCESS)
+		fail("work request %" PRIu64 " completed with %s (vendor error 0x%x)", wc.wr_id,
+		     ibv_wc_status_str(wc.status), wc.vendor_err);
+	if (wc.wr_id != wr_id)
+		fail("unexpected completion of work request %" PRIu64 " (waiting for %" PRIu64 ")",
+		     wc.wr_id, wr_id);
+	return 0;
+}
+
+/* PD, CQ with its channel, QP on c->id, the bulk buffer and the two message buffers. */
+static int setup_qp(struct conn *c, const struct opts *o, int access)
+{
+	struct ibv_qp_init_attr qpa = {
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 1,
+		.cap = { .max_send_wr = o->depth + 2, .max_recv_wr = 2,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_context *verbs = c->id->verbs;
+	uint8_t t = o->ack_timeout;
+
+	c->pd = ibv_alloc_pd(verbs);
+	if (!c->pd)
+		fail("ibv_alloc_pd: %s", strerror(errno));
+	c->ch = ibv_create_comp_channel(verbs);
+	if (!c->ch)
+		fail("ibv_create_comp_channel: %s", strerror(errno));
+	c->cq = ibv_create_cq(verbs, o->depth + 8, NULL, c->ch, 0);
+	if (!c->cq)
+		fail("ibv_create_cq: %s", strerror(errno));
+	qpa.send_cq = qpa.recv_cq = c->cq;
+	if (rdma_create_qp(c->id, c->pd, &qpa))
+		fail("rdma_create_qp: %s", strerror(errno));
+	/* Applied when rdma_cm moves the QP to RTS. */
+	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+		fail("rdma_set_option(ACK_TIMEOUT): %s", strerror(errno));
+
+	c->buf = mmap(NULL, o->size, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (c->buf == MAP_FAILED)
+		fail("mmap %" PRIu64 " bytes: %s", o->size, strerror(errno));
+	c->buf_mr = ibv_reg_mr(c->pd, c->buf, o->size, access);
+	if (!c->buf_mr)
+		fail("ibv_reg_mr %" PRIu64 " bytes: %s", o->size, strerror(errno));
+	c->send_mr = ibv_reg_mr(c->pd, &c->send_msg, sizeof(c->send_msg), 0);
+	c->recv_mr = ibv_reg_mr(c->pd, &c->recv_msg, sizeof(c->recv_msg), IBV_ACCESS_LOCAL_WRITE);
+	if (!c->send_mr || !c->recv_mr)
+		fail("ibv_reg_mr (messages): %s", strerror(errno));
+
+	struct ibv_sge sge = { .addr = (uintptr_t)&c->recv_msg, .length = sizeof(c->recv_msg),
+			       .lkey = c->recv_mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = WRID_RECV, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(c->id->qp, &wr, &bad))
+		fail("ibv_post_recv: %s", strerror(errno));
+	return 0;
+}
+
+static int post_send_msg(struct conn *c)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)&c->send_msg, .length = sizeof(c->send_msg),
+			       .lkey = c->send_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = WRID_SEND, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND }, *bad;
+
+	if (ibv_post_send(c->id->qp, &wr, &bad))
+		fail("ibv_post_send(SEND): %s", strerror(errno));
+	return 0;
+}
+
+static void teardown(struct conn *c, const struct opts *o)
+{
+	if (c->id && c->id->qp)
+		rdma_destroy_qp(c->id);
+	if (c->send_mr)
+		ibv_dereg_mr(c->send_mr);
+	if (c->recv_mr)
+		ibv_dereg_mr(c->recv_mr);
+	if (c->buf_mr)
+		ibv_dereg_mr(c->buf_mr);
+	if (c->buf && c->buf != MAP_FAILED)
+		munmap(c->buf, o->size);
+	if (c->cq)
+		ibv_destroy_cq(c->cq);
+	if (c->ch)
+		ibv_destroy_comp_channel(c->ch);
+	if (c->pd)
+		ibv_dealloc_pd(c->pd);
+	if (c->id)
+		rdma_destroy_id(c->id);
+	if (c->listen_id)
+		rdma_destroy_id(c->listen_id);
+	if (c->ec)
+		rdma_destroy_event_channel(c->ec);
+}
+
+static struct addrinfo *lookup(const char *addr, const char *port, bool passive)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = passive ? AI_PASSIVE : 0 }, *res;
+	int rc = getaddrinfo(addr, port, &hints, &res);
+
+	if (rc) {
+		fprintf(stderr, "%s: %s:%s: %s\n", role, addr, port, gai_strerror(rc));
+		return NULL;
+	}
+	return res;
+}
+
+static int run_server(struct conn *c, struct opts *o)
+{
+	struct rdma_cm_event *ev;
+	struct addrinfo *ai = lookup(o->addr, o->port, true);
+	int rc;
+
+	if (!ai)
+		return -1;
+	rc = rdma_bind_addr(c->listen_id, ai->ai_addr);
+	freeaddrinfo(ai);
+	if (rc)
+		fail("rdma_bind_addr %s: %s", o->addr, strerror(errno));
+	if (rdma_listen(c->listen_id, 1))
+		fail("rdma_listen: %s", strerror(errno));
+	printf("server: listening on %s port %s, %" PRIu64 " bytes\n", o->addr, o->port, o->size);
+	fflush(stdout);
+
+	if (get_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, o->wait_s, &ev))
+		return -1;
+	c->id = ev->id;
+	rdma_ack_cm_event(ev);
+	printf("server: connection request on %s\n", ibv_get_device_name(c->id->verbs->device));
+	if (setup_qp(c, o, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))
+		return -1;
+
+	struct buf_info info = {
+		.addr = htobe64((uintptr_t)c->buf),
+		.size = htobe64(o->size),
+		.rkey = htobe32(c->buf_mr->rkey),
+		.magic = htobe32(MAGIC_INFO),
+	};
+	struct rdma_conn_param cp = {
+		.private_data = &info,
+		.private_data_len = sizeof(info),
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	if (rdma_accept(c->id, &cp))
+		fail("rdma_accept: %s", strerror(errno));
+	if (get_event(c, RDMA_CM_EVENT_ESTABLISHED, o->wait_s, NULL))
+		return -1;
+	printf("server: connected, waiting for the client's writes\n");
+	fflush(stdout);
+
+	if (wait_wc(c, WRID_RECV, o->wait_s))
+		return -1;
+	struct xfer_msg m = {
+		.size = be64toh(c->recv_msg.size),
+		.seed = be64toh(c->recv_msg.seed),
+		.hash = be64toh(c->recv_msg.hash),
+	};
+	if (be32toh(c->recv_msg.magic) != MAGIC_DONE)
+		fail("bad final message (magic 0x%08x)", be32toh(c->recv_msg.magic));
+	if (m.size > o->size)
+		fail("client wrote %" PRIu64 " bytes into a %" PRIu64 "-byte buffer", m.size, o->size);
+	double t0 = now_s();
+	uint64_t h = fnv1a64(c->buf, m.size);
+	bool match = h == m.hash;
+
+	printf("server: %" PRIu64 " bytes, client fnv1a64 0x%016" PRIx64 ", server fnv1a64 0x%016" PRIx64
+	       " (hashed in %.2f s): %s\n", m.size, m.hash, h, now_s() - t0, match ? "MATCH" : "MISMATCH");
+	if (!match) {
+		uint64_t off = first_mismatch(c->buf, m.size, m.seed);
+
+		if (off < m.size)
+			printf("server: first byte differing from the pattern at offset %" PRIu64
+			       " (chunk %" PRIu64 " of 1 MiB)\n", off, off >> 20);
+		else
+			printf("server: buffer equals the pattern; the client's hash is wrong\n");
+	}
+	c->send_msg = (struct xfer_msg){
+		.size = htobe64(m.size),
+		.seed = htobe64(m.seed),
+		.hash = htobe64(h),
+		.magic = htobe32(MAGIC_REPLY),
+		.status = htobe32(!match),
+	};
+	if (post_send_msg(c) || wait_wc(c, WRID_SEND, o->wait_s))
+		return -1;
+	/* The client disconnects once it has the reply. */
+	if (get_event(c, RDMA_CM_EVENT_DISCONNECTED, o->wait_s, NULL))
+		fprintf(stderr, "server: no disconnect from the client (not fatal)\n");
+	fflush(stdout);
+	return match ? 0 : -1;
+}
+
+static int run_client(struct conn *c, struct opts *o)
+{
+	struct rdma_cm_event *ev;
+	struct addrinfo *ai = lookup(o->addr, o->port, false);
+	int rc;
+
+	if (!ai)
+		return -1;
+	if (rdma_create_id(c->ec, &c->id, NULL, RDMA_PS_TCP))
+		fail("rdma_create_id: %s", strerror(errno));
+	rc = rdma_resolve_addr(c->id, NULL, ai->ai_addr, 10000);
+	freeaddrinfo(ai);
+	if (rc)
+		fail("rdma_resolve_addr %s: %s", o->addr, strerror(errno));
+	if (get_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, o->wait_s, NULL))
+		return -1;
+	if (rdma_resolve_route(c->id, 10000))
+		fail("rdma_resolve_route: %s", strerror(errno));
+	if (get_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, o->wait_s, NULL))
+		return -1;
+	if (setup_qp(c, o, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+
+	double t0 = now_s();
+
+	fill_pattern(c->buf, o->size, o->seed);
+	uint64_t h = fnv1a64(c->buf, o->size);
+
+	printf("client: %s, %" PRIu64 " bytes of pattern (seed %" PRIu64 "), fnv1a64 0x%016" PRIx64
+	       " (%.2f s)\n", ibv_get_device_name(c->id->verbs->device), o->size, o->seed, h,
+	       now_s() - t0);
+	fflush(stdout);
+
+	struct rdma_conn_param cp = {
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	if (rdma_connect(c->id, &cp))
+		fail("rdma_connect: %s", strerror(errno));
+	if (get_event(c, RDMA_CM_EVENT_ESTABLISHED, o->wait_s, &ev))
+		return -1;
+	struct buf_info info = { 0 };
+
+	if (ev->param.conn.private_data && ev->param.conn.private_data_len >= sizeof(info))
+		memcpy(&info, ev->param.conn.private_data, sizeof(info));
+	rdma_ack_cm_event(ev);
+	if (be32toh(info.magic) != MAGIC_INFO)
+		fail("no buffer description in the server's accept");
+	uint64_t raddr = be64toh(info.addr), rsize = be64toh(info.size);
+	uint32_t rkey = be32toh(info.rkey);
+
+	if (rsize < o->size)
+		fail("server buffer is %" PRIu64 " bytes, need %" PRIu64, rsize, o->size);
+	printf("client: connected; writing into 0x%" PRIx64 " rkey 0x%x in %" PRIu64
+	       "-byte chunks, %d outstanding, ACK timeout %d\n", raddr, rkey, o->chunk, o->depth,
+	       o->ack_timeout);
+	fflush(stdout);
+
+	uint64_t off = 0, done = 0;
+	int outstanding = 0;
+
+	t0 = now_s();
+	while (done < o->size) {
+		while (outstanding < o->depth && off < o->size) {
+			uint64_t len = o->size - off < o->chunk ? o->size - off : o->chunk;
+			struct ibv_sge sge = { .addr = (uintptr_t)c->buf + off, .length = len,
+					       .lkey = c->buf_mr->lkey };
+			struct ibv_send_wr wr = { .wr_id = WRID_WRITE, .sg_list = &sge, .num_sge = 1,
+						  .opcode = IBV_WR_RDMA_WRITE }, *bad;
+
+			wr.wr.rdma.remote_addr = raddr + off;
+			wr.wr.rdma.rkey = rkey;
+			if (ibv_post_send(c->id->qp, &wr, &bad))
+				fail("ibv_post_send(WRITE at %" PRIu64 "): %s", off, strerror(errno));
+			off += len;
+			outstanding++;
+		}
+		if (wait_wc(c, WRID_WRITE, o->wait_s)) {
+			fprintf(stderr, "client: %" PRIu64 " of %" PRIu64 " bytes acknowledged\n", done, o->size);
+			return -1;
+		}
+		outstanding--;
+		/* Completions come in order on one send queue. */
+		done += o->size - done < o->chunk ? o->size - done : o->chunk;
+		if (done % (16 << 20) < o->chunk && done < o->size) {
+			printf("client: %" PRIu64 " MiB acknowledged at %.1f s\n", done >> 20, now_s() - t0);
+			fflush(stdout);
+		}
+	}
+	double dt = now_s() - t0;
+
+	printf("client: wrote %" PRIu64 " bytes in %.2f s (%.1f MB/s)\n", o->size, dt,
+	       o->size / dt / 1e6);
+	c->send_msg = (struct xfer_msg){
+		.size = htobe64(o->size),
+		.seed = htobe64(o->seed),
+		.hash = htobe64(h),
+		.magic = htobe32(MAGIC_DONE),
+	};
+	if (post_send_msg(c) || wait_wc(c, WRID_SEND, o->wait_s) || wait_wc(c, WRID_RECV, o->wait_s))
+		return -1;
+	if (be32toh(c->recv_msg.magic) != MAGIC_REPLY)
+		fail("bad reply (magic 0x%08x)", be32toh(c->recv_msg.magic));
+	uint64_t sh = be64toh(c->recv_msg.hash);
+	bool match = sh == h && !be32toh(c->recv_msg.status);
+
+	printf("client: fnv1a64 0x%016" PRIx64 ", server fnv1a64 0x%016" PRIx64 ": %s\n", h, sh,
+	       match ? "MATCH" : "MISMATCH");
+	rdma_disconnect(c->id);
+	if (get_event(c, RDMA_CM_EVENT_DISCONNECTED, 30, NULL))
+		fprintf(stderr, "client: no disconnect event (not fatal)\n");
+	fflush(stdout);
+	return match ? 0 : -1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: rc_xfer server ADDR [-p PORT] [-s SIZE] [-w SECONDS]\n"
+		"       rc_xfer client ADDR [-p PORT] [-s SIZE] [-c CHUNK] [-d DEPTH]\n"
+		"                           [-t ACK_TIMEOUT] [-r SEED] [-w SECONDS]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {
+		.port = "7471",
+		.size = 64ULL << 20,
+		.chunk = 1 << 20,
+		.depth = 8,
+		.ack_timeout = 16,
+		.seed = 1,
+		.wait_s = 120,
+	};
+	struct conn c = { 0 };
+	int opt, rc;
+
+	if (argc < 3)
+		usage();
+	if (!strcmp(argv[1], "server"))
+		o.server = true;
+	else if (strcmp(argv[1], "client"))
+		usage();
+	role = argv[1];
+	o.addr = argv[2];
+	optind = 3;
+	while ((opt = getopt(argc, argv, "p:s:c:d:t:r:w:")) != -1) {
+		switch (opt) {
+		case 'p': o.port = optarg; break;
+		case 's': o.size = parse_size(optarg); break;
+		case 'c': o.chunk = parse_size(optarg); break;
+		case 'd': o.depth = atoi(optarg); break;
+		case 't': o.ack_timeout = atoi(optarg); break;
+		case 'r': o.seed = strtoull(optarg, NULL, 0); break;
+		case 'w': o.wait_s = atoi(optarg); break;
+		default: usage();
+		}
+	}
+	if (!o.size || !o.chunk || o.chunk > (1U << 31) || o.depth < 1 || o.depth > 1024 ||
+	    o.ack_timeout < 0 || o.ack_timeout > 31 || o.wait_s < 1)
+		usage();
+
+	c.ec = rdma_create_event_channel();
+	if (!c.ec) {
+		perror("rdma_create_event_channel");
+		return 1;
+	}
+	if (o.server) {
+		if (rdma_create_id(c.ec, &c.listen_id, NULL, RDMA_PS_TCP)) {
+			perror("rdma_create_id");
+			rc = -1;
+		} else {
+			rc = run_server(&c, &o);
+		}
+	} else {
+		rc = run_client(&c, &o);
+	}
+	teardown(&c, &o);
+	printf("%s: %s\n", role, rc ? "FAILED" : "ok");
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,101 @@
+# Benchmark: perftest between two devices of one type, TYPE0 on veth0 (here,
+# client) and TYPE1 on veth1 (netns peer, server): ib_write_bw and ib_read_bw at
+# 64 KiB (MB/s as perftest reports them, 2^20 bytes/s) and ib_write_lat at 8 bytes
+# (typical latency, µs).
+#
+# The guest shares two host cores with whatever else the host runs, so single runs
+# are noisy (ib_write_lat at times 20x its usual). Each type gets
+# BENCH_PERF_ROUNDS short runs of every measure and keeps the median, and the
+# types take turns round by round (one type at a time: both bind UDP 4791), so
+# that each sees the same host. Writes $OXE_RESULTS/bench-perf-TYPE.json per type.
+# A type given as TYPE:optional that cannot run (no data path yet) is recorded
+# as missing, with the reason, without failing the suite.
+# Uses run_perf_pair and perf_value from clients.sh.
+
+BENCH_PERF_ROUNDS=5
+BENCH_BW_ITERS=1000
+BENCH_LAT_ITERS=1000
+BENCH_MEASURES=(write_bw read_bw write_lat)
+
+# One run of measure M between TYPE0 and TYPE1 (set up by pair_setup); prints the value.
+bench_perf_run() { # type measure round
+    local type=$1 m=$2 tool size iters col
+    case $m in
+    write_bw) tool=ib_write_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
+    read_bw) tool=ib_read_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
+    write_lat) tool=ib_write_lat size=8 iters=$BENCH_LAT_ITERS col=5 ;;
+    esac
+    local name=$m-$3
+    SRV=("$tool" -d "${type}1" -i 1 -F -x "$GID_B" -s $size -n "$iters")
+    CLI=("$tool" -d "${type}0" -i 1 -F -x "$GID_A" -s $size -n "$iters" 10.11.0.2)
+    if run_perf_pair "$name" b tcp 18515 >&2 && perf_value "$CDIR/$name.client.log" $col; then
+        return 0
+    fi
+    echo "$type $m run $3 failed:" >&2
+    tail -n 4 "$CDIR/$name.client.log" "$CDIR/$name.server.log" 2>/dev/null | sed 's/^/    /' >&2
+    return 1
+}
+
+suite_bench_perf() { # type[:optional]...
+    local spec type t0=$SECONDS round m v
+    local -A missing=() optional=() vals=() secs=()
+    local types=()
+    for spec in "$@"; do
+        type=${spec%%:*}
+        types+=("$type")
+        [ "$spec" = "$type:optional" ] && optional[$type]=1
+        rm -rf "$OXE_RESULTS/logs/bench-perf-$type" "$OXE_RESULTS/bench-perf-$type.json"
+        mkdir -p "$OXE_RESULTS/logs/bench-perf-$type"
+        secs[$type]=0
+    done
+    for round in $(seq "$BENCH_PERF_ROUNDS"); do
+        for type in "${types[@]}"; do
+            [ -z "${missing[$type]:-}" ] || continue
+            local t1=$SECONDS line="round $round $type:"
+            CDIR=$OXE_RESULTS/logs/bench-perf-$type
+            if ! pair_setup "${type}0" "${type}1"; then
+                missing[$type]="cannot set up ${type}0/${type}1"
+            else
+                for m in "${BENCH_MEASURES[@]}"; do
+                    if v=$(bench_perf_run "$type" "$m" "$round"); then
+                        vals[$type.$m]="${vals[$type.$m]:-} $v"
+                        line+=" $m $v"
+                    else
+                        missing[$type]="$m failed"
+                        break
+                    fi
+                done
+            fi
+            rdma_reset
+            secs[$type]=$((${secs[$type]} + SECONDS - t1))
+            echo "$line ($((SECONDS - t1)) s)${missing[$type]:+ -- ${missing[$type]}}"
+        done
+    done
+    local rc=0
+    for type in "${types[@]}"; do
+        local args=()
+        for m in "${BENCH_MEASURES[@]}"; do args+=("$m=${vals[$type.$m]:-}"); done
+        /usr/bin/python3 - "$OXE_RESULTS/bench-perf-$type.json" "$type" "${missing[$type]:-}" \
+            "${secs[$type]}" "${args[@]}" <<'EOF'
+import json, statistics, sys
+out, typ, missing, seconds = sys.argv[1:5]
+units = {"write_bw": "MB/s", "read_bw": "MB/s", "write_lat": "us"}
+res = {"type": typ, "pair": f"{typ}0-{typ}1", "seconds": int(seconds), "missing": missing or None,
+       "units": units, "stat": "median of runs", "runs": {}}
+for arg in sys.argv[5:]:
+    k, v = arg.split("=", 1)
+    res["runs"][k] = [float(x) for x in v.split()]
+for k in units:
+    runs = res["runs"].get(k)
+    res[k] = round(statistics.median(runs), 3) if runs and not missing else None
+open(out, "w").write(json.dumps(res, indent=2) + "\n")
+print(json.dumps({k: res[k] for k in ("pair", "write_bw", "read_bw", "write_lat", "missing", "seconds")}))
+EOF
+        if [ -n "${missing[$type]:-}" ] && [ -z "${optional[$type]:-}" ]; then
+            echo "bench_perf: $type missing (${missing[$type]}), and it is required"
+            rc=1
+        fi
+    done
+    echo "bench_perf: $((SECONDS - t0)) s"
+    return $rc
+}
