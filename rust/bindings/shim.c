@@ -12,6 +12,7 @@
 #include <linux/seq_file.h>
 #include <linux/if_vlan.h>
 #include <linux/highmem.h>
+#include <linux/crc32.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <net/ip.h>
@@ -534,6 +535,11 @@ void oxe_shim_rxq_free(struct oxe_rxq *q)
 	cancel_work_sync(&q->work);
 	skb_queue_purge(&q->skbs);
 	kfree(q);
+}
+
+u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len)
+{
+	return crc32_le(crc, p, len);
 }
 
 u64 oxe_shim_jiffies64(void)

@@ -97,6 +97,7 @@ void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb);
 struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q);
 void oxe_shim_rxq_free(struct oxe_rxq *q);
 u64 oxe_shim_jiffies64(void);
+u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
 unsigned long oxe_shim_usecs_to_jiffies(u64 us);
 
 /* Completion and async event delivery. */

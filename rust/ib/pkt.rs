@@ -14,6 +14,21 @@ use kernel::prelude::*;
 /// ICRC bytes at the end of every RoCE packet.
 pub(crate) const ICRC_LEN: usize = 4;
 
+/// UDP header and BTH: the last bytes with masked fields.
+const UDP_BTH_LEN: usize = 8 + 12;
+
+/// The ICRC of a packet (from its IP header, ICRC excluded) whose UDP header
+/// starts at `l4`: oxe-core hashes the headers with their variant fields
+/// masked, and the kernel's crc32_le (table-sliced or carry-less-multiply
+/// accelerated, same register contract) the payload, which is most bytes.
+pub(crate) fn icrc_of(packet: &[u8], l4: usize) -> Option<u32> {
+    let (hdr, rest) = packet.split_at_checked(l4.checked_add(UDP_BTH_LEN)?)?;
+    let crc = icrc::icrc_start(hdr).ok()?;
+    // SAFETY: `rest` is a valid slice for its length.
+    let crc = unsafe { b::oxe_shim_crc32_le(crc, rest.as_ptr().cast(), rest.len()) };
+    Some(icrc::icrc_finish(crc))
+}
+
 /// A packet being built, from the BTH to the ICRC.
 ///
 /// # Invariants
@@ -86,7 +101,7 @@ impl TxPacket {
         // SAFETY: `len` bytes from the network header to the tail are ours.
         let bytes = unsafe { core::slice::from_raw_parts_mut(l3, len) };
         let (body, crc) = bytes.split_at_mut(len - ICRC_LEN);
-        let v = icrc::icrc(body).map_err(|_| EINVAL)?;
+        let v = icrc_of(body, l4).ok_or(EINVAL)?;
         crc.copy_from_slice(&icrc::to_wire(v));
         Ok(())
     }
