@@ -8,7 +8,7 @@ use super::device::IbDev;
 use super::error::to_c_int;
 use super::objects::PdId;
 use super::udata::UData;
-use crate::av::{Ah, Av};
+use crate::av::Ah;
 use crate::bindings as b;
 use crate::oxe_core::abi::OxeCreateAhResp;
 use kernel::ffi::c_int;
@@ -45,20 +45,8 @@ pub(super) unsafe extern "C" fn create_ah(
         // SAFETY: a core-allocated AH of this device.
         let dev = unsafe { IbDev::from_raw((*ibah).device) }.ok_or(ENODEV)?;
         let drv = dev.drv()?;
-        let mut c = b::oxe_av::default();
-        // SAFETY: ib_core's attributes.
-        unsafe { b::oxe_shim_av_from_attr((*init).ah_attr, &mut c) };
-        if c.valid == 0 {
-            return Err(EINVAL);
-        }
-        let av = Av {
-            sgid: c.sgid,
-            dgid: c.dgid,
-            flow_label: c.flow_label,
-            ipv6: c.ipv6 != 0,
-            traffic_class: c.traffic_class,
-            hop_limit: c.hop_limit,
-        };
+        // SAFETY: ib_core's attributes for the call.
+        let av = super::qp::av_of(unsafe { &*(*init).ah_attr }).ok_or(EINVAL)?;
         // Kernel AHs may be created in atomic context.
         let flags = if udata.is_null() {
             GFP_ATOMIC

@@ -170,7 +170,8 @@ pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
     0
 }
 
-fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
+/// The address vector of an ib_core AH attribute (RoCE: GRH required).
+pub(super) fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
     let mut c = b::oxe_av::default();
     // SAFETY: reads ib_core's attribute; writes our out struct.
     unsafe { b::oxe_shim_av_from_attr(attr, &mut c) };
