@@ -7,65 +7,36 @@
 
 use crate::device::OxeDevice;
 use crate::ib::pkt::ICRC_LEN;
-use crate::oxe_core::aeth::Aeth;
-use crate::oxe_core::bth::Bth;
-use crate::oxe_core::ext_headers::{AtomicAckEth, AtomicEth, Deth, Ieth, ImmDt, Reth};
-use crate::oxe_core::icrc;
-use crate::oxe_core::opcode::{self, ExtHeader, OpcodeInfo};
-use crate::oxe_core::wire::WireHeader;
+use crate::oxe_core::{icrc, packet};
 
-/// A parsed packet: its headers, and its payload without pad and ICRC.
+/// A parsed packet (oxe-core's parser), and the IP header it came with.
 pub(crate) struct Packet<'a> {
-    pub(crate) bth: Bth,
-    pub(crate) info: OpcodeInfo,
-    pub(crate) deth: Option<Deth>,
-    pub(crate) reth: Option<Reth>,
-    pub(crate) atomic: Option<AtomicEth>,
-    pub(crate) aeth: Option<Aeth>,
-    pub(crate) atomic_ack: Option<AtomicAckEth>,
-    pub(crate) imm: Option<[u8; 4]>,
-    pub(crate) ieth: Option<u32>,
-    pub(crate) payload: &'a [u8],
+    hdr: packet::Packet<'a>,
     /// The IP header, for a UD receive's GRH.
     pub(crate) ip: &'a [u8],
 }
 
-fn ext<H: WireHeader>(bytes: &[u8], info: &OpcodeInfo, h: ExtHeader) -> Option<Option<H>> {
-    match info.headers.offset_of(h) {
-        Some(at) => H::parse(bytes.get(at..)?).ok().map(Some),
-        None => Some(None),
+impl<'a> core::ops::Deref for Packet<'a> {
+    type Target = packet::Packet<'a>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.hdr
     }
 }
 
-/// Parses a packet from its IP header on; `None` for anything malformed.
+/// Checks and parses a packet from its IP header on; `None` for a bad ICRC
+/// or anything malformed.
 pub(crate) fn parse(bytes: &[u8], l4: usize) -> Option<Packet<'_>> {
     let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(ICRC_LEN)?)?;
     let wire = icrc::from_wire(crc.try_into().ok()?);
     if crate::ib::pkt::icrc_of(body, l4) != Some(wire) {
         return None;
     }
-    let ip = bytes.get(..l4)?;
-    let udp = bytes.get(l4..)?;
-    let roce = udp.get(8..udp.len().checked_sub(ICRC_LEN)?)?;
-    let bth = Bth::parse(roce).ok()?;
-    let info = opcode::info(bth.opcode)?;
-    let hlen = info.header_len();
-    let body = roce.get(hlen..)?;
-    let payload = body.get(..body.len().checked_sub(bth.pad.into())?)?;
-    if !info.has_payload() && !payload.is_empty() {
-        return None;
-    }
+    let ip = body.get(..l4)?;
+    // The UDP header is 8 bytes; its length field was checked by UDP.
+    let roce = body.get(l4.checked_add(8)?..)?;
     Some(Packet {
-        bth,
-        info,
-        deth: ext(roce, &info, ExtHeader::Deth)?,
-        reth: ext(roce, &info, ExtHeader::Reth)?,
-        atomic: ext(roce, &info, ExtHeader::AtomicEth)?,
-        aeth: ext(roce, &info, ExtHeader::Aeth)?,
-        atomic_ack: ext(roce, &info, ExtHeader::AtomicAckEth)?,
-        imm: ext::<ImmDt>(roce, &info, ExtHeader::ImmDt)?.map(|i| i.data),
-        ieth: ext::<Ieth>(roce, &info, ExtHeader::Ieth)?.map(|i| i.rkey),
-        payload,
+        hdr: packet::parse(roce)?,
         ip,
     })
 }

@@ -53,6 +53,7 @@ pub mod ext_headers;
 pub mod icrc;
 pub mod key;
 pub mod opcode;
+pub mod packet;
 pub mod psn;
 pub mod qp_state;
 pub mod range;
