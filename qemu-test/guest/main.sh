@@ -32,6 +32,10 @@ test)
     # The selftests build their own topology (veth0/veth1 included): run them first.
     run_suite kselftest_rxe suite_kselftest_rdma rxe
     run_suite kselftest_oxe suite_kselftest_rdma oxe
+    # rxe_netns_names may leave RDMA in exclusive netns mode (its restore can
+    # fail while its namespaces still exist); the two-namespace suites need
+    # the default shared mode, which can only be set before net_setup.
+    rdma system set netns shared 2>/dev/null || true
     net_setup
     # rxe and oxe both bind UDP 4791: in one namespace, one at a time.
     load_rxe rxe0 veth0
