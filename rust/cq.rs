@@ -4,11 +4,12 @@
 //! consumer (the provider, or ib_core's poll for kernel consumers) drains.
 
 use crate::ib::cq::CqHandle;
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::queue::{Ring, Uctx};
 use crate::oxe_core::abi::OxeCqe;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex, SpinLockIrq};
+use kernel::sync::{Arc, SpinLockIrq};
 
 /// Largest CQ, in entries.
 pub(crate) const MAX_CQE: u32 = 1 << 16;
@@ -24,7 +25,7 @@ pub(crate) struct Cq {
     /// The producer index, which only the kernel owns (user space may
     /// scribble on the shared copy; we never read it back).
     #[pin]
-    producer: Mutex<u32>,
+    producer: SpinLockBh<u32>,
     /// Serializes kernel consumers (ib_poll_cq may run in softirq).
     #[pin]
     poll: SpinLockIrq<()>,
@@ -43,7 +44,7 @@ impl Cq {
         Arc::pin_init(
             pin_init!(Cq {
                 ring,
-                producer <- kernel::new_mutex!(0),
+                producer <- new_spinlock_bh!(0),
                 poll <- kernel::new_spinlock_irq!(()),
                 armed: AtomicU32::new(DISARMED),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),

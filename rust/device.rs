@@ -173,7 +173,10 @@ impl OxeDevice {
     }
 
     /// Queues a received packet for the receive work.
-    pub(crate) fn deliver(&self, pkt: RxPacket) {
+    /// A packet this device sent to an address of its own host: queued for
+    /// the receive work rather than processed here, since the sender holds
+    /// its QP's lock and the receiver may be that same QP.
+    pub(crate) fn loopback(&self, pkt: RxPacket) {
         if let Some(q) = &self.rxq {
             q.push(pkt);
         }

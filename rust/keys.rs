@@ -7,9 +7,12 @@
 //! random variant that changes again on rereg, so keys are neither sequential
 //! nor predictable, and a stale key stops matching. Lookup is an XArray walk
 //! (O(log n)) under its lock, and hands out a counted reference: an MR being
-//! deregistered is first removed here, so no new user can find it.
+//! deregistered is first removed here, so no new user can find it. As for
+//! `table.rs`, the receive path looks keys up in softirq, so process-context
+//! users hold softirqs off and store atomically.
 
 use crate::ib::error::from_core;
+use crate::ib::lock::BhOff;
 use crate::mr::Mr;
 use crate::oxe_core::key::{Key, KeySource};
 use kernel::prelude::*;
@@ -51,12 +54,13 @@ impl KeyTable {
         let _placing = self.placing.lock();
         let mut index = SOURCE.start_hint(crate::ib::random_u32());
         for _ in 0..MAX_PROBES {
+            let _bh = BhOff::new();
             let mut xa = self.xa.lock();
             if xa.get(index as usize).is_none() {
                 let key = SOURCE
                     .key_for(index, None, crate::ib::random_u32())
                     .map_err(from_core)?;
-                xa.store(index as usize, mr.clone(), GFP_KERNEL)
+                xa.store(index as usize, mr.clone(), GFP_ATOMIC)
                     .map_err(|e| e.error)?;
                 return Ok(key);
             }
@@ -72,6 +76,7 @@ impl KeyTable {
     /// The MR `key` names, if the key is current.
     pub(crate) fn lookup(&self, key: u32) -> Option<Arc<Mr>> {
         let key = Key::from_raw(key);
+        let _bh = BhOff::new();
         let guard = self.xa.lock();
         let mr = guard.get(key.index() as usize)?;
         (mr.lkey() == key.raw()).then(|| mr.into())
@@ -79,6 +84,10 @@ impl KeyTable {
 
     /// Takes the MR at `index` out of the table: from now on no key finds it.
     pub(crate) fn remove(&self, index: u32) -> Option<Arc<Mr>> {
-        self.xa.lock().remove(index as usize)
+        let _bh = BhOff::new();
+        let mut xa = self.xa.lock();
+        let removed = xa.remove(index as usize);
+        drop(xa);
+        removed
     }
 }

@@ -9,6 +9,7 @@ use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
 use crate::ib::device::IbDev;
 use crate::ib::error::from_core;
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::objects::PdId;
 use crate::ib::umem::Umem;
 use crate::oxe_core::abi::OxeRegMrResp;
@@ -36,8 +37,13 @@ pub(crate) struct Mr {
     key: AtomicU32,
     /// Memory windows bound to this MR; dereg waits for none.
     mw_binds: AtomicU32,
+    /// Taken by every access from the data path (softirq included), so
+    /// only for as long as a copy: rereg pins new pages before taking it.
     #[pin]
-    state: Mutex<MrState>,
+    state: SpinLockBh<MrState>,
+    /// Serializes reregs, which read the state, pin, then commit.
+    #[pin]
+    rereg: Mutex<()>,
 }
 
 struct MrState {
@@ -282,7 +288,8 @@ pub(crate) fn reg_user(
         pin_init!(Mr {
             key: AtomicU32::new(0),
             mw_binds: AtomicU32::new(0),
-            state <- kernel::new_mutex!(MrState { access, range, start, pd, pages }),
+            state <- new_spinlock_bh!(MrState { access, range, start, pd, pages }),
+            rereg <- kernel::new_mutex!(()),
         }),
         GFP_KERNEL,
     )?;
@@ -298,16 +305,22 @@ pub(crate) fn reg_user(
 /// changes, so a failed rereg leaves the MR exactly as it was (and deregisterable).
 pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg) -> Result<MrKeys> {
     let flags = ReregFlags::from_raw(req.flags).map_err(from_core)?;
-    let mut st = mr.state.lock();
-    let current = rereg::MrState {
-        access: st.access,
-        pinned_writable: st.pages.umem.writable(),
+    let _rereg = mr.rereg.lock();
+    // Only reregs change the state, and they are serialized: what is read
+    // here still holds at the commit below, after pinning (which sleeps).
+    let (current, old_start, old_range) = {
+        let st = mr.state.lock();
+        let current = rereg::MrState {
+            access: st.access,
+            pinned_writable: st.pages.umem.writable(),
+        };
+        (current, st.start, st.range)
     };
     let plan = rereg::plan(flags, current, req.access, SUPPORTED_ACCESS).map_err(from_core)?;
     let (start, range) = if flags.trans() {
         (req.start, translation(req.start, req.iova, req.length)?)
     } else {
-        (st.start, st.range)
+        (old_start, old_range)
     };
     // A new translation, or write rights over pages pinned read-only, needs a
     // new pin: reusing a read-only pin for write access would let the device
@@ -323,6 +336,7 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
         None => None,
     };
     // Commit: nothing below can fail.
+    let mut st = mr.state.lock();
     st.access = plan.new_access;
     st.start = start;
     st.range = range;

@@ -4,16 +4,18 @@
 //! that drives the send side. The protocol itself is in `req.rs`
 //! (requester and completer) and `resp.rs` (responder).
 //!
-//! All protocol state sits behind one mutex per QP and is only touched in
-//! process context: the QP's work item, the device's receive work, and the
-//! verbs. Kernel consumers post from any context; they only write the
-//! rings (under an irq-safe lock) and kick the work item.
+//! All protocol state sits behind one softirq-safe spinlock per QP
+//! (`ib/lock.rs`): the receive softirq, the doorbell, the QP's work item
+//! (timers, flushes) and the verbs take it, and nothing under it sleeps.
+//! Kernel consumers post from any context; they only write the rings
+//! (under an irq-safe lock) and kick the work item.
 
 use crate::av::Av;
 use crate::cq::Cq;
 use crate::device::OxeDevice;
 use crate::ib::device::IbDev;
 use crate::ib::kmem::KernelToken;
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::objects::PdId;
 use crate::ib::qp::QpHandle;
 use crate::ib::queue::{Ring, Uctx};
@@ -25,7 +27,7 @@ use crate::srq::Srq;
 use crate::wr::{self, wc_status, RecvWr, SendWr};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex, SetOnce, SpinLockIrq};
+use kernel::sync::{Arc, SetOnce, SpinLockIrq};
 
 /// Queue depth limit (per queue).
 pub(crate) const MAX_WR: u32 = 1 << 14;
@@ -185,7 +187,7 @@ pub(crate) struct Qp {
     #[pin]
     kav: SpinLockIrq<KVec<Av>>,
     #[pin]
-    pub(crate) inner: Mutex<QpInner>,
+    pub(crate) inner: SpinLockBh<QpInner>,
 }
 
 /// What `create_qp` needs.
@@ -270,7 +272,7 @@ impl Qp {
                 kpost <- kernel::new_spinlock_irq!(KernelPost { sq: 0, rq: 0 }),
                 handle <- kernel::new_spinlock_irq!(Some(init.handle)),
                 kav <- kernel::new_spinlock_irq!(kav),
-                inner <- kernel::new_mutex!(QpInner {
+                inner <- new_spinlock_bh!(QpInner {
                     state: QpState::Reset,
                     attr: QpAttr { port: 1, ..Default::default() },
                     req: Req::default(),
@@ -584,6 +586,10 @@ impl Qp {
     /// The destroy verb: no more work, no more events, out of the table.
     pub(crate) fn destroy(&self, drv: &OxeDevice) {
         drv.qps.remove(self.qpn());
+        // A receive softirq may have looked the QP up just before; once it
+        // is done, ib_core's reference is the last, and dropping it (which
+        // cancels the work item, so sleeps) happens in process context.
+        crate::ib::lock::wait_for_receivers();
         {
             let mut q = self.inner.lock();
             q.state = QpState::Reset;

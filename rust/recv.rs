@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The receive path: a device's queued packets are checked (UDP length,
+//! The receive path: a device's packets are checked (UDP length,
 //! ICRC, BTH, the opcode's headers) and handed to the QP they name, as a
 //! response for its completer or a request for its responder. Anything
 //! malformed is dropped and counted, never trusted further.
 
 use crate::device::OxeDevice;
-use crate::ib::pkt::ICRC_LEN;
+use crate::ib::pkt::{RxPacket, ICRC_LEN};
 use crate::oxe_core::{icrc, packet};
 
 /// A parsed packet (oxe-core's parser), and the IP header it came with.
@@ -42,16 +42,22 @@ pub(crate) fn parse(bytes: &[u8], l4: usize) -> Option<Packet<'_>> {
 }
 
 impl OxeDevice {
-    /// Drains the receive queue (the device's receive work).
+    /// Drains the loopback queue (the device's receive work).
     pub(crate) fn drain_rx(&self) {
-        while let Some(mut skb) = self.rx().and_then(|q| q.pop()) {
-            let Some((bytes, l4)) = skb.bytes() else {
-                continue;
-            };
-            match parse(bytes, l4) {
-                Some(p) => self.dispatch(&p),
-                None => crate::counters::inc(&self.counters.rx_dropped),
-            }
+        while let Some(skb) = self.rx().and_then(|q| q.pop()) {
+            self.receive(skb);
+        }
+    }
+
+    /// Processes one packet: in the softirq that received it from the
+    /// network, or in the receive work for loopback.
+    pub(crate) fn receive(&self, mut skb: RxPacket) {
+        let Some((bytes, l4)) = skb.bytes() else {
+            return;
+        };
+        match parse(bytes, l4) {
+            Some(p) => self.dispatch(&p),
+            None => crate::counters::inc(&self.counters.rx_dropped),
         }
     }
 

@@ -3,13 +3,14 @@
 //! Shared receive queues: one ring of receive WQEs that several QPs of a PD
 //! draw from, with the limit event IBTA 10.2.9.3 describes.
 
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::objects::PdId;
 use crate::ib::queue::{Ring, Uctx};
 use crate::ib::srq::SrqHandle;
 use crate::oxe_core::abi::{OxeRecvWqe, OxeSge};
 use crate::wr::{self, RecvWr};
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex, SpinLockIrq};
+use kernel::sync::{Arc, SpinLockIrq};
 
 #[pin_data]
 pub(crate) struct Srq {
@@ -19,7 +20,7 @@ pub(crate) struct Srq {
     /// The kernel's consumer index (authoritative) and the armed limit
     /// (0: not armed).
     #[pin]
-    state: Mutex<SrqState>,
+    state: SpinLockBh<SrqState>,
     /// Kernel consumers' producer index.
     #[pin]
     kpost: SpinLockIrq<u32>,
@@ -52,7 +53,7 @@ impl Srq {
                 ring,
                 pd,
                 max_sge,
-                state <- kernel::new_mutex!(SrqState { consumer: 0, limit }),
+                state <- new_spinlock_bh!(SrqState { consumer: 0, limit }),
                 kpost <- kernel::new_spinlock_irq!(0),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),
             }),

@@ -4,7 +4,12 @@
 //! counted references, numbers placed from a hint by probing, so they need
 //! not be sequential. Lookup is O(log n) and hands out a reference, so an
 //! object removed here can still finish what a holder is doing with it.
+//!
+//! The receive path looks numbers up in softirq, so every process-context
+//! use of the XArray's lock holds softirqs off ([`BhOff`]), and stores
+//! allocate atomically (they cannot sleep there).
 
+use crate::ib::lock::BhOff;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 use kernel::xarray::{AllocKind, XArray};
@@ -40,9 +45,10 @@ impl<T: Send + Sync + 'static> Table<T> {
         let span = self.max - self.min + 1;
         let mut n = self.min + hint % span;
         for _ in 0..MAX_PROBES {
+            let _bh = BhOff::new();
             let mut xa = self.xa.lock();
             if xa.get(n as usize).is_none() {
-                xa.store(n as usize, v.clone(), GFP_KERNEL)
+                xa.store(n as usize, v.clone(), GFP_ATOMIC)
                     .map_err(|e| e.error)?;
                 return Ok(n);
             }
@@ -54,21 +60,28 @@ impl<T: Send + Sync + 'static> Table<T> {
     /// Places `v` at number `n`, which must be free.
     pub(crate) fn insert_at(&self, n: u32, v: &Arc<T>) -> Result {
         let _placing = self.placing.lock();
+        let _bh = BhOff::new();
         let mut xa = self.xa.lock();
         if xa.get(n as usize).is_some() {
             return Err(EBUSY);
         }
-        xa.store(n as usize, v.clone(), GFP_KERNEL)
+        xa.store(n as usize, v.clone(), GFP_ATOMIC)
             .map_err(|e| e.error)?;
         Ok(())
     }
 
     pub(crate) fn get(&self, n: u32) -> Option<Arc<T>> {
+        let _bh = BhOff::new();
         let xa = self.xa.lock();
         xa.get(n as usize).map(|v| v.into())
     }
 
+    /// Takes number `n` out; the caller drops what it held, outside the lock.
     pub(crate) fn remove(&self, n: u32) -> Option<Arc<T>> {
-        self.xa.lock().remove(n as usize)
+        let _bh = BhOff::new();
+        let mut xa = self.xa.lock();
+        let removed = xa.remove(n as usize);
+        drop(xa);
+        removed
     }
 }

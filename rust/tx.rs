@@ -101,7 +101,7 @@ pub(crate) fn transmit<E>(
     tail.fill(0);
     pkt.seal().map_err(|_| TxError::Net)?;
     if pkt.is_local() {
-        drv.deliver(pkt.into_rx());
+        drv.loopback(pkt.into_rx());
         Ok(())
     } else {
         // A drop on the way (qdisc, no neighbour) is loss, which RC recovers

@@ -72,9 +72,9 @@ pub(crate) struct RecvWr {
 }
 
 fn sges_from(bytes: &[u8], n: usize) -> Result<KVec<OxeSge>> {
-    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    let mut v = KVec::with_capacity(n, GFP_ATOMIC)?;
     for chunk in bytes.chunks_exact(OxeSge::SIZE).take(n) {
-        v.push(OxeSge::from_bytes(chunk).ok_or(EINVAL)?, GFP_KERNEL)?;
+        v.push(OxeSge::from_bytes(chunk).ok_or(EINVAL)?, GFP_ATOMIC)?;
     }
     if v.len() != n {
         return Err(EINVAL);
@@ -95,8 +95,8 @@ pub(crate) fn read_send(ring: &Ring, idx: u32, max_inline: u32) -> Result<SendWr
         if n > body.len() || wqe.num_sge > max_inline {
             return Err(EINVAL);
         }
-        let mut inline = KVec::with_capacity(n, GFP_KERNEL)?;
-        inline.extend_from_slice(&body[..n], GFP_KERNEL)?;
+        let mut inline = KVec::with_capacity(n, GFP_ATOMIC)?;
+        inline.extend_from_slice(&body[..n], GFP_ATOMIC)?;
         Ok(SendWr {
             wqe,
             sges: KVec::new(),

@@ -335,8 +335,9 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		*local = rt->rt_type == RTN_LOCAL;
 	}
 
+	/* The requester runs under its QP's softirq-safe lock. */
 	skb = alloc_skb(LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh) + len + ndev->needed_tailroom,
-			GFP_KERNEL);
+			GFP_ATOMIC);
 	if (!skb) {
 		dst_release(dst);
 		*err = -ENOMEM;
@@ -535,6 +536,71 @@ void oxe_shim_rxq_free(struct oxe_rxq *q)
 	cancel_work_sync(&q->work);
 	skb_queue_purge(&q->skbs);
 	kfree(q);
+}
+
+void oxe_shim_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void oxe_shim_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+int oxe_shim_spin_trylock_bh(spinlock_t *lock)
+{
+	return spin_trylock_bh(lock);
+}
+
+void oxe_shim_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void oxe_shim_local_bh_enable(void)
+{
+	local_bh_enable();
+}
+
+void oxe_shim_synchronize_rcu(void)
+{
+	synchronize_rcu();
+}
+
+struct oxe_umem_release {
+	struct work_struct work;
+	struct ib_umem *umem;
+};
+
+static void oxe_umem_release_run(struct work_struct *work)
+{
+	struct oxe_umem_release *r = container_of(work, struct oxe_umem_release, work);
+	struct ib_device *ibdev = r->umem->ibdev;
+
+	ib_umem_release(r->umem);
+	/* Taken when the release was deferred: the device outlives its umem. */
+	put_device(&ibdev->dev);
+	kfree(r);
+}
+
+struct oxe_umem_release *oxe_shim_umem_release_new(void)
+{
+	return kzalloc(sizeof(struct oxe_umem_release), GFP_KERNEL);
+}
+
+void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r)
+{
+	/* Unpinning dirty pages takes the page lock: not with softirqs held off. */
+	if (!in_interrupt() && !irqs_disabled()) {
+		ib_umem_release(umem);
+		kfree(r);
+		return;
+	}
+	get_device(&umem->ibdev->dev);
+	r->umem = umem;
+	INIT_WORK(&r->work, oxe_umem_release_run);
+	queue_work(oxe_wq, &r->work);
 }
 
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len)

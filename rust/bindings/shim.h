@@ -100,6 +100,27 @@ u64 oxe_shim_jiffies64(void);
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
 unsigned long oxe_shim_usecs_to_jiffies(u64 us);
 
+/*
+ * Protocol state is touched both in softirq (receive) and in process
+ * context (verbs, doorbells, timers): spinlocks that hold off softirqs.
+ */
+void oxe_shim_spin_lock_bh(spinlock_t *lock);
+void oxe_shim_spin_unlock_bh(spinlock_t *lock);
+int oxe_shim_spin_trylock_bh(spinlock_t *lock);
+void oxe_shim_local_bh_disable(void);
+void oxe_shim_local_bh_enable(void);
+/* Waits until every softirq receive that might still hold an object is done. */
+void oxe_shim_synchronize_rcu(void);
+
+/*
+ * Releasing a umem may sleep; the last reference to an MR can be dropped by
+ * the receive path. The release context is allocated with the pin, so a
+ * deferred release never needs memory.
+ */
+struct oxe_umem_release;
+struct oxe_umem_release *oxe_shim_umem_release_new(void);
+void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r);
+
 /* Completion and async event delivery. */
 void oxe_shim_cq_comp(struct ib_cq *cq);
 void oxe_shim_cq_event(struct ib_cq *cq, enum ib_event_type type);

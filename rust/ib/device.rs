@@ -196,7 +196,8 @@ fn dispatch_port_event(dev: IbDev, event: b::ib_event_type) {
     unsafe { b::oxe_shim_dispatch_port_event(dev.as_ptr(), 1, event) };
 }
 
-/// Hands a received packet to the oxe device on its netdev (softirq).
+/// Hands a received packet to the oxe device on its netdev, which processes
+/// it right away (softirq).
 pub(super) fn deliver(pkt: super::pkt::RxPacket) {
     // SAFETY: the skb's device is alive while the skb is being received.
     let ib = unsafe { b::oxe_shim_ib_device_get_by_netdev(pkt.netdev()) };
@@ -208,7 +209,7 @@ pub(super) fn deliver(pkt: super::pkt::RxPacket) {
         <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
     ) {
         if let Ok(drv) = IbDev(ib).drv() {
-            drv.deliver(pkt);
+            drv.receive(pkt);
         }
     }
     // SAFETY: balances ib_device_get_by_netdev.

@@ -14,6 +14,7 @@ pub(crate) mod device;
 pub(crate) mod error;
 pub(crate) mod kmem;
 pub(crate) mod link;
+pub(crate) mod lock;
 pub(crate) mod mr;
 pub(crate) mod netdev;
 pub(crate) mod objects;

@@ -12,7 +12,8 @@ use kernel::prelude::*;
 ///
 /// # Invariants
 ///
-/// `self.umem` is a live umem returned by `ib_umem_get*` and not yet released.
+/// `self.umem` is a live umem returned by `ib_umem_get*` and not yet released;
+/// `self.release` is an unused release context from `oxe_shim_umem_release_new`.
 pub(crate) struct Umem {
     umem: NonNull<b::ib_umem>,
     /// Page frame numbers of the pinned pages, in address order: the data
@@ -20,6 +21,8 @@ pub(crate) struct Umem {
     pfns: KVVec<usize>,
     /// Offset of the first byte within the first page.
     first_off: usize,
+    /// Where a release from the receive path is deferred to.
+    release: NonNull<b::oxe_umem_release>,
 }
 
 // SAFETY: an ib_umem is plain data owned by this handle; release may happen on any thread.
@@ -32,16 +35,25 @@ impl Umem {
     /// (IB access flags) needs it.
     pub(crate) fn pin(dev: IbDev, addr: u64, len: u64, access: u32) -> Result<Self> {
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: plain allocation.
+        let release = NonNull::new(unsafe { b::oxe_shim_umem_release_new() }).ok_or(ENOMEM)?;
         // SAFETY: `dev` is a registered oxe device (IbDev invariant); ib_umem_get
         // validates the user range itself and returns an ERR_PTR on failure.
         let p = unsafe { b::oxe_shim_ib_umem_get(dev.as_ptr(), addr, len, access as i32) };
-        let p = from_err_ptr(p)?;
-        let umem = NonNull::new(p).ok_or(ENOMEM)?;
+        let umem = match from_err_ptr(p).and_then(|p| NonNull::new(p).ok_or(ENOMEM)) {
+            Ok(u) => u,
+            Err(e) => {
+                // SAFETY: allocated above, never used.
+                unsafe { b::kfree(release.as_ptr().cast()) };
+                return Err(e);
+            }
+        };
         // INVARIANT: a successful ib_umem_get.
         let mut u = Umem {
             umem,
             pfns: KVVec::new(),
             first_off: (addr as usize) & (kernel::page::PAGE_SIZE - 1),
+            release,
         };
         let n = u.page_count();
         let mut pfns = KVVec::with_capacity(n, GFP_KERNEL)?;
@@ -158,7 +170,9 @@ impl Umem {
 
 impl Drop for Umem {
     fn drop(&mut self) {
-        // SAFETY: releases the pin taken in `pin`, exactly once (type invariant).
-        unsafe { b::ib_umem_release(self.umem.as_ptr()) };
+        // SAFETY: releases the pin taken in `pin`, exactly once, with its
+        // unused release context, which the shim frees (type invariant). The
+        // shim defers the release to process context when need be.
+        unsafe { b::oxe_shim_umem_release(self.umem.as_ptr(), self.release.as_ptr()) };
     }
 }

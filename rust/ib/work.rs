@@ -3,9 +3,10 @@
 //! Deferred work on oxe's own workqueue, and the packet queue the receive
 //! path hands packets over with.
 //!
-//! Protocol state lives behind mutexes, so it is only touched in process
-//! context: softirq receive just queues the packet, and timers are delayed
-//! work. Each handle cancels and waits for its work when dropped, so a work
+//! Network receive is processed in softirq; what runs here is timers
+//! (delayed work), flushes, and packets a device sent to its own host
+//! (queued, since their sender holds a QP lock the receiver may need).
+//! Each handle cancels and waits for its work when dropped, so a work
 //! function never runs on a freed object; and the queue itself is destroyed
 //! at module exit, after every device is gone.
 
