@@ -51,7 +51,7 @@ install_module
 
 acc=$(accel)
 log "booting $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
-env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}'"
+env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"

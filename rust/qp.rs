@@ -15,11 +15,12 @@ use crate::cq::Cq;
 use crate::device::OxeDevice;
 use crate::ib::device::IbDev;
 use crate::ib::kmem::KernelToken;
-use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhBackend};
 use crate::ib::objects::PdId;
+use crate::ib::pkt::TxQueue;
 use crate::ib::qp::QpHandle;
 use crate::ib::queue::{Ring, Uctx};
-use crate::ib::work::{self, Work, WorkFn};
+use crate::ib::work::{self, PacketQueue, Work, WorkFn};
 use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge};
 use crate::oxe_core::qp_state::{self, QpAttrMask, QpState, QpType};
 use crate::oxe_core::Psn;
@@ -27,6 +28,7 @@ use crate::srq::Srq;
 use crate::wr::{self, wc_status, RecvWr, SendWr};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
+use kernel::sync::lock::Guard;
 use kernel::sync::{Arc, SetOnce, SpinLockIrq};
 
 /// Queue depth limit (per queue).
@@ -106,6 +108,8 @@ pub(crate) struct Req {
     pub(crate) rnr_until: Option<u64>,
     /// Reads and atomics outstanding.
     pub(crate) rd_out: u32,
+    /// A gap in read responses was answered by a retry; cleared on progress.
+    pub(crate) read_gap_retried: bool,
 }
 
 /// A receive being filled by a multi-packet SEND.
@@ -126,6 +130,9 @@ pub(crate) struct WriteInProgress {
 #[derive(Default)]
 pub(crate) struct Resp {
     pub(crate) epsn: Psn,
+    /// UC: a packet of the current message was lost; the rest of it is
+    /// dropped until a new message starts.
+    pub(crate) uc_dropping: bool,
     pub(crate) msn: u32,
     pub(crate) nak_sent: bool,
     pub(crate) recv: Option<RecvInProgress>,
@@ -164,6 +171,12 @@ struct KernelPost {
 pub(crate) struct Qp {
     /// First, so it is cancelled before anything it uses is dropped.
     work: SetOnce<Work>,
+    /// Received packets left for the work item (see `recv.rs`), and how
+    /// many of them are not processed yet.
+    pub(crate) backlog: PacketQueue,
+    pub(crate) backlogged: AtomicU32,
+    /// Packets built under `inner`, sent when it is released ([`QpLock`]).
+    pub(crate) txq: TxQueue,
     qpn: AtomicU32,
     pub(crate) ty: QpType,
     pub(crate) pd: PdId,
@@ -186,8 +199,38 @@ pub(crate) struct Qp {
     /// AHs are not numbered, as they may be created in atomic context).
     #[pin]
     kav: SpinLockIrq<KVec<Av>>,
+    /// Protocol state; taken through [`Qp::lock`].
     #[pin]
-    pub(crate) inner: SpinLockBh<QpInner>,
+    inner: SpinLockBh<QpInner>,
+}
+
+/// The QP's protocol state, locked. Dropping it unlocks, then sends the
+/// packets built meanwhile (fields drop in declaration order).
+pub(crate) struct QpLock<'a> {
+    guard: Guard<'a, QpInner, SpinLockBhBackend>,
+    _send: SendOnUnlock<'a>,
+}
+
+struct SendOnUnlock<'a>(&'a TxQueue);
+
+impl Drop for SendOnUnlock<'_> {
+    fn drop(&mut self) {
+        self.0.send_all();
+    }
+}
+
+impl core::ops::Deref for QpLock<'_> {
+    type Target = QpInner;
+
+    fn deref(&self) -> &QpInner {
+        &self.guard
+    }
+}
+
+impl core::ops::DerefMut for QpLock<'_> {
+    fn deref_mut(&mut self) -> &mut QpInner {
+        &mut self.guard
+    }
 }
 
 /// What `create_qp` needs.
@@ -221,9 +264,6 @@ impl Qp {
         {
             return Err(EINVAL);
         }
-        if init.ty == QpType::Uc {
-            return Err(EOPNOTSUPP);
-        }
         let send_body = (c.max_send_sge.max(1) * OxeSge::SIZE as u32).max(c.max_inline);
         let sq = Ring::new(
             init.uctx,
@@ -253,9 +293,14 @@ impl Qp {
         if init.kernel.is_some() && matches!(init.ty, QpType::Ud | QpType::Gsi) {
             kav.resize(sq.num_slots() as usize, Av::default(), GFP_KERNEL)?;
         }
+        let backlog = PacketQueue::new()?;
+        let txq = TxQueue::new()?;
         let qp = Arc::pin_init(
             pin_init!(Qp {
                 work: SetOnce::new(),
+                backlog,
+                txq,
+                backlogged: AtomicU32::new(0),
                 qpn: AtomicU32::new(0),
                 ty: init.ty,
                 pd: init.pd,
@@ -295,6 +340,14 @@ impl Qp {
         Ok(qp)
     }
 
+    /// Locks the protocol state (see [`QpLock`]).
+    pub(crate) fn lock(&self) -> QpLock<'_> {
+        QpLock {
+            guard: self.inner.lock(),
+            _send: SendOnUnlock(&self.txq),
+        }
+    }
+
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn.load(Ordering::Acquire)
     }
@@ -310,7 +363,7 @@ impl Qp {
         }
     }
 
-    fn kick_after(&self, delay: u64) {
+    pub(crate) fn kick_after(&self, delay: u64) {
         if let Some(w) = self.work.as_ref() {
             w.queue_after(delay);
         }
@@ -332,7 +385,10 @@ impl Qp {
     /// the requester.
     fn run_work(&self) {
         let Ok(drv) = self.drv() else { return };
-        let mut q = self.inner.lock();
+        if self.drain_backlog(drv) {
+            self.kick();
+        }
+        let mut q = self.lock();
         match q.state {
             QpState::Error => self.flush(&mut q),
             QpState::Rts | QpState::Sqd => {
@@ -456,7 +512,7 @@ impl Qp {
 
     /// ib_modify_qp.
     pub(crate) fn modify(&self, mask: u32, a: &QpAttr) -> Result {
-        let mut q = self.inner.lock();
+        let mut q = self.lock();
         let m = QpAttrMask(mask);
         let cur = if m.contains(QpAttrMask::CUR_STATE) {
             QpState::from_raw(a.cur_state).ok_or(EINVAL)?
@@ -574,7 +630,7 @@ impl Qp {
 
     /// ib_query_qp.
     pub(crate) fn query(&self) -> QpAttr {
-        let q = self.inner.lock();
+        let q = self.lock();
         let mut a = q.attr;
         a.state = q.state as u32;
         a.cur_state = q.state as u32;
@@ -591,7 +647,7 @@ impl Qp {
         // cancels the work item, so sleeps) happens in process context.
         crate::ib::lock::wait_for_receivers();
         {
-            let mut q = self.inner.lock();
+            let mut q = self.lock();
             q.state = QpState::Reset;
         }
         if let Some(w) = self.work.as_ref() {

@@ -25,6 +25,8 @@ use kernel::prelude::*;
 const BUDGET: u32 = 64;
 /// Ask for an ACK at least this often within a long message.
 const ACK_EVERY: u32 = 16;
+/// The UC transport's opcode range (IBTA 9.2.1: RC 0x00, UC 0x20).
+const UC_TRANSPORT: u8 = 0x20;
 /// Floor for the retransmit timer: a software peer under emulation can be
 /// slow to answer, and a premature retry only costs a duplicate.
 const MIN_TIMEOUT_US: u64 = 100_000;
@@ -72,7 +74,11 @@ impl Qp {
 
     fn arm_timer(&self, q: &mut QpInner) {
         if q.req.deadline.is_none() {
-            q.req.deadline = retransmit_jiffies(q.attr.timeout).map(|j| work::jiffies() + j);
+            if let Some(j) = retransmit_jiffies(q.attr.timeout) {
+                q.req.deadline = Some(work::jiffies() + j);
+                // The work item runs the timers; a no-op if it is due sooner.
+                self.kick_after(j);
+            }
         }
     }
 
@@ -118,6 +124,12 @@ impl Qp {
         let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
         let allowed = if ud {
             matches!(opcode, wr_op::SEND | wr_op::SEND_WITH_IMM)
+        } else if self.ty == QpType::Uc {
+            // IBTA table 38: nothing that needs an answer, no invalidation.
+            matches!(
+                opcode,
+                wr_op::SEND | wr_op::SEND_WITH_IMM | wr_op::RDMA_WRITE | wr_op::RDMA_WRITE_WITH_IMM
+            )
         } else {
             matches!(
                 opcode,
@@ -362,7 +374,13 @@ impl Qp {
                                 h.solicited = false;
                             }
                             h.psn = p.first_psn.add(k);
-                            h.ack_req = last || (k + 1) % ACK_EVERY == 0;
+                            if self.ty == QpType::Uc {
+                                // UC opcodes are the RC ones in the UC
+                                // transport's range; nothing is acknowledged.
+                                h.opcode |= UC_TRANSPORT;
+                            } else {
+                                h.ack_req = last || (k + 1) % ACK_EVERY == 0;
+                            }
                             (h, off, len)
                         }
                     }
@@ -372,18 +390,26 @@ impl Qp {
         let p = q.req.pending.get(i).ok_or(wc_status::LOC_QP_OP_ERR)?;
         let av = self.av(drv, q, p).ok_or(wc_status::LOC_QP_OP_ERR)?;
         let local = self.local(drv);
-        let res = tx::transmit(drv, &av, self.sport, &hdrs, len as usize, |buf| {
-            if p.wr.is_inline() {
-                let src =
-                    p.wr.inline
-                        .get(off as usize..(off + len) as usize)
-                        .ok_or(LocalErr::Len)?;
-                buf.copy_from_slice(src);
-                Ok(())
-            } else {
-                local.gather(&p.wr.sges, off.into(), buf)
-            }
-        });
+        let res = tx::transmit(
+            drv,
+            &self.txq,
+            &av,
+            self.sport,
+            &hdrs,
+            len as usize,
+            |buf| {
+                if p.wr.is_inline() {
+                    let src =
+                        p.wr.inline
+                            .get(off as usize..(off + len) as usize)
+                            .ok_or(LocalErr::Len)?;
+                    buf.copy_from_slice(src);
+                    Ok(())
+                } else {
+                    local.gather(&p.wr.sges, off.into(), buf)
+                }
+            },
+        );
         match res {
             Ok(()) => {}
             Err(TxError::Fill(LocalErr::Len)) => return Err(wc_status::LOC_LEN_ERR),
@@ -398,11 +424,12 @@ impl Qp {
         }
         if let Some(p) = q.req.pending.get_mut(i) {
             p.sent += 1;
-            if ud {
+            // Unacknowledged transports complete once the last packet is out.
+            if ud || (self.ty == QpType::Uc && p.sent >= p.npsn) {
                 p.done = true;
             }
         }
-        if !ud {
+        if self.ty == QpType::Rc {
             self.arm_timer(q);
         }
         Ok(())
@@ -629,6 +656,16 @@ impl Qp {
                     p.first_psn.add(p.got)
                 };
                 if psn != expect {
+                    // A gap: a response was lost, or overtaken by a later
+                    // one on another CPU's receive backlog. Ask again at
+                    // once, as for a sequence NAK, rather than wait for the
+                    // timer; once until the next progress, since every
+                    // response after the gap shows it too.
+                    if psn.is_after(expect) && !q.req.read_gap_retried {
+                        q.req.read_gap_retried = true;
+                        self.rewind(q, expect);
+                        self.requester(drv, q);
+                    }
                     return;
                 }
                 if let Some(p) = q.req.pending.get(idx) {
@@ -665,6 +702,7 @@ impl Qp {
         if progress {
             q.req.retries_left = q.attr.retry_cnt;
             q.req.deadline = None;
+            q.req.read_gap_retried = false;
         }
         self.retire(q);
         if q.req
@@ -674,7 +712,9 @@ impl Qp {
         {
             self.arm_timer(q);
         }
-        // Something may now be sendable (a window opened, or a rewind).
-        self.kick();
+        // Something may now be sendable (a window opened, or a rewind):
+        // send it from here rather than wake the work item, whose wake-up
+        // would cost more than the packets.
+        self.requester(drv, q);
     }
 }

@@ -41,6 +41,9 @@ enum Verdict {
     Rnr,
     /// A NAK that moves the QP to the error state.
     Fatal(NakCode),
+    /// A receive WQE completed in error (length, protection): as `Fatal`,
+    /// and the QP goes to the error state on every connected transport.
+    RecvFailed(NakCode),
 }
 
 impl Qp {
@@ -60,7 +63,7 @@ impl Qp {
             }),
             ..Headers::default()
         };
-        let _ = tx::transmit(drv, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+        let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
     }
 
     fn ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn) {
@@ -81,6 +84,10 @@ impl Qp {
         }
         if matches!(self.ty, QpType::Ud | QpType::Gsi) {
             self.ud_receive(drv, q, p);
+            return;
+        }
+        if self.ty == QpType::Uc {
+            self.uc_request(drv, q, p);
             return;
         }
         let psn = p.bth.psn;
@@ -116,12 +123,47 @@ impl Qp {
                 let timer = q.attr.min_rnr_timer;
                 self.send_ack(drv, q, psn, Syndrome::RnrNak { timer });
             }
-            Verdict::Fatal(code) => {
+            Verdict::Fatal(code) | Verdict::RecvFailed(code) => {
                 self.send_ack(drv, q, psn, Syndrome::Nak(code));
                 q.resp.recv = None;
                 q.resp.write = None;
                 self.event(crate::ib::qp::QpEvent::AccessError);
                 self.to_error(q);
+            }
+        }
+    }
+
+    /// A UC request (IBTA 9.7.5.1.x, 9.8): nothing is acknowledged. A gap in
+    /// the PSNs drops the message it falls in, and the responder resumes at
+    /// the next packet that starts a message, whatever its PSN; a receive WQE
+    /// the dropped message had begun to fill is filled again from its start.
+    /// Errors the peer would learn of by a NAK on RC drop the message too.
+    fn uc_request(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) {
+        let psn = p.bth.psn;
+        let starts = matches!(p.info.position, Position::First | Position::Only);
+        if psn != q.resp.epsn || q.resp.uc_dropping {
+            q.resp.epsn = psn.next();
+            q.resp.write = None;
+            if !starts {
+                q.resp.uc_dropping = true;
+                return;
+            }
+            q.resp.uc_dropping = false;
+        }
+        q.resp.epsn = psn.next();
+        let verdict = match p.info.operation {
+            Operation::Send => self.place_send(drv, q, p),
+            Operation::RdmaWrite => self.place_write(drv, q, p),
+            _ => Verdict::Fatal(NakCode::InvalidRequest),
+        };
+        match verdict {
+            Verdict::Ack | Verdict::Answered => {}
+            // Local errors end the QP (IBTA 10.7.3.2 class D).
+            Verdict::RecvFailed(_) => self.to_error(q),
+            Verdict::Rnr | Verdict::Fatal(_) => {
+                q.resp.write = None;
+                let ends = matches!(p.info.position, Position::Last | Position::Only);
+                q.resp.uc_dropping = !ends;
             }
         }
     }
@@ -156,13 +198,18 @@ impl Qp {
         let starts = matches!(p.info.position, Position::First | Position::Only);
         let ends = matches!(p.info.position, Position::Last | Position::Only);
         if starts {
-            if q.resp.recv.is_some() {
-                return Verdict::Fatal(NakCode::InvalidRequest);
-            }
-            match self.take_recv(q) {
-                None => return Verdict::Rnr,
-                Some(Err(_)) => return Verdict::Fatal(NakCode::RemoteOperationalError),
-                Some(Ok(wr)) => q.resp.recv = Some(RecvInProgress { wr, off: 0 }),
+            if let Some(r) = q.resp.recv.as_mut() {
+                if self.ty != QpType::Uc {
+                    return Verdict::Fatal(NakCode::InvalidRequest);
+                }
+                // UC: the message that had begun it was dropped.
+                r.off = 0;
+            } else {
+                match self.take_recv(q) {
+                    None => return Verdict::Rnr,
+                    Some(Err(_)) => return Verdict::Fatal(NakCode::RemoteOperationalError),
+                    Some(Ok(wr)) => q.resp.recv = Some(RecvInProgress { wr, off: 0 }),
+                }
             }
         }
         let mtu = q.mtu() as usize;
@@ -185,7 +232,7 @@ impl Qp {
             let c = wr::cqe(self.qpn(), r.wr.wr_id, wc_op::RECV, status, 0);
             q.resp.recv = None;
             self.complete_recv(&c, false);
-            return Verdict::Fatal(nak);
+            return Verdict::RecvFailed(nak);
         }
         r.off += p.payload.len() as u32;
         if ends {
@@ -364,10 +411,19 @@ impl Qp {
                 }),
                 ..Headers::default()
             };
-            let res = tx::transmit(drv, &av, self.sport, &h, len as usize, |buf| match &mr {
-                Some(mr) => remote.read(mr, va + u64::from(off), buf),
-                None => Ok(()),
-            });
+            let res =
+                tx::transmit(
+                    drv,
+                    &self.txq,
+                    &av,
+                    self.sport,
+                    &h,
+                    len as usize,
+                    |buf| match &mr {
+                        Some(mr) => remote.read(mr, va + u64::from(off), buf),
+                        None => Ok(()),
+                    },
+                );
             if let Err(tx::TxError::Fill(_)) = res {
                 return Verdict::Fatal(NakCode::RemoteAccessError);
             }
@@ -390,7 +446,7 @@ impl Qp {
             atomic_ack: Some(AtomicAckEth { orig }),
             ..Headers::default()
         };
-        let _ = tx::transmit(drv, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+        let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
     }
 
     fn execute_atomic(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {

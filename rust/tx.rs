@@ -7,7 +7,7 @@
 
 use crate::av::Av;
 use crate::device::OxeDevice;
-use crate::ib::pkt::{TxPacket, ICRC_LEN};
+use crate::ib::pkt::{TxPacket, TxQueue, ICRC_LEN};
 use crate::oxe_core::aeth::Aeth;
 use crate::oxe_core::bth::Bth;
 use crate::oxe_core::ext_headers::{AtomicAckEth, AtomicEth, Deth, Ieth, ImmDt, Reth};
@@ -52,9 +52,11 @@ fn put<H: WireHeader>(buf: &mut [u8], at: Option<usize>, h: Option<H>) -> Result
     }
 }
 
-/// Sends one packet of `payload_len` bytes, which `fill` writes.
+/// Builds one packet of `payload_len` bytes, which `fill` writes, and
+/// queues it on `out` (sent when the QP's lock is released).
 pub(crate) fn transmit<E>(
     drv: &OxeDevice,
+    out: &TxQueue,
     av: &Av,
     sport: u16,
     h: &Headers,
@@ -102,11 +104,8 @@ pub(crate) fn transmit<E>(
     pkt.seal().map_err(|_| TxError::Net)?;
     if pkt.is_local() {
         drv.loopback(pkt.into_rx());
-        Ok(())
     } else {
-        // A drop on the way (qdisc, no neighbour) is loss, which RC recovers
-        // from and UD tolerates: not an error of the work request.
-        let _ = pkt.send();
-        Ok(())
+        out.push(pkt);
     }
+    Ok(())
 }

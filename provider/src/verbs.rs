@@ -178,7 +178,7 @@ pub(crate) fn check_cq_init_attr(
     cq_ex_readers(wc_flags)
 }
 
-/// The QP kind for `ibv_create_qp()`'s `qp_type`: UC, XRC, raw packet and
+/// The QP kind for `ibv_create_qp()`'s `qp_type`: XRC, raw packet and
 /// driver QPs are `EOPNOTSUPP`.
 pub(crate) fn qp_kind(qp_type: u32) -> Result<QpKind, c_int> {
     QpKind::from_ibv(qp_type).ok_or(Errno::EOPNOTSUPP.to_i32())
@@ -194,6 +194,12 @@ pub(crate) const RC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
     | sys::IBV_QP_EX_WITH_RDMA_READ
     | sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+
+/// The builders a UC QP offers: sends and writes (IBTA table 38).
+pub(crate) const UC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
+    | sys::IBV_QP_EX_WITH_SEND_WITH_IMM
+    | sys::IBV_QP_EX_WITH_RDMA_WRITE
+    | sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) as u64;
 
 /// The builders a UD QP offers: sends only.
 pub(crate) const UD_SEND_OPS: u64 =
@@ -235,6 +241,7 @@ pub(crate) fn check_qp_init_attr_ex(
     let send_ops = if comp_mask & sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
         let offered = match kind {
             QpKind::Rc => RC_SEND_OPS,
+            QpKind::Uc => UC_SEND_OPS,
             QpKind::Ud => UD_SEND_OPS,
         };
         if send_ops_flags & !offered != 0 {

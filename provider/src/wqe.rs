@@ -38,16 +38,19 @@ const SEND_FLAGS: u32 = OXE_SEND_FENCE | OXE_SEND_SIGNALED | OXE_SEND_SOLICITED 
 pub(crate) enum QpKind {
     /// Reliable connected.
     Rc,
+    /// Unreliable connected.
+    Uc,
     /// Unreliable datagram.
     Ud,
 }
 
 impl QpKind {
     /// The kind for an `IBV_QPT_*` value, `None` for the types oxe does not
-    /// implement (UC, XRC, raw packet, driver-specific).
+    /// implement (XRC, raw packet, driver-specific).
     pub(crate) fn from_ibv(qp_type: u32) -> Option<Self> {
         match qp_type {
             sys::IBV_QPT_RC => Some(Self::Rc),
+            sys::IBV_QPT_UC => Some(Self::Uc),
             sys::IBV_QPT_UD => Some(Self::Ud),
             _ => None,
         }
@@ -148,11 +151,16 @@ impl SendOp {
         }
     }
 
-    /// Whether a QP of this kind can carry the operation: a datagram QP
-    /// only sends (with or without immediate data).
+    /// Whether a QP of this kind can carry the operation (IBTA table 38): a
+    /// datagram QP only sends (with or without immediate data); UC adds
+    /// RDMA WRITE, but nothing that needs an answer and no invalidation.
     pub(crate) fn allowed_on(self, kind: QpKind) -> bool {
         match kind {
             QpKind::Rc => true,
+            QpKind::Uc => matches!(
+                self,
+                Self::Send | Self::SendImm | Self::Write | Self::WriteImm
+            ),
             QpKind::Ud => matches!(self, Self::Send | Self::SendImm),
         }
     }
@@ -410,11 +418,11 @@ mod tests {
     ];
 
     #[test]
-    fn only_rc_and_ud_are_qp_kinds() {
+    fn only_rc_uc_and_ud_are_qp_kinds() {
         assert_eq!(QpKind::from_ibv(sys::IBV_QPT_RC), Some(QpKind::Rc));
+        assert_eq!(QpKind::from_ibv(sys::IBV_QPT_UC), Some(QpKind::Uc));
         assert_eq!(QpKind::from_ibv(sys::IBV_QPT_UD), Some(QpKind::Ud));
         for other in [
-            sys::IBV_QPT_UC,
             sys::IBV_QPT_RAW_PACKET,
             sys::IBV_QPT_XRC_SEND,
             sys::IBV_QPT_XRC_RECV,
@@ -458,6 +466,18 @@ mod tests {
             } else {
                 assert_eq!(on_ud, Err(EINVAL), "{op:?} on UD");
             }
+        }
+    }
+
+    #[test]
+    fn uc_sends_and_writes_only() {
+        for op in ALL_OPS {
+            let on_uc = SendWr::new(1, op, 0).check(QpKind::Uc, false);
+            let carried = matches!(
+                op,
+                SendOp::Send | SendOp::SendImm | SendOp::Write | SendOp::WriteImm
+            );
+            assert_eq!(on_uc.is_ok(), carried, "{op:?} on UC");
         }
     }
 

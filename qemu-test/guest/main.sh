@@ -88,6 +88,18 @@ dp)
     tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
     cat /sys/kernel/debug/oxe/oxe0/gids >"$OXE_RESULTS/logs/gids.txt" 2>&1
     ;;
+script)
+    # A developer's own guest script, sourced after net_setup with the suite
+    # helpers loaded (OXE_SCRIPT=/path/to/script qemu-test/vm.sh script).
+    net_setup
+    run_suite script source "$OXE_SCRIPT"
+    ;;
+perf)
+    # perftest alone, oxe then rxe, for iterating on the data path
+    # (OXE_BENCH_ROUNDS=1 qemu-test/vm.sh perf); `make bench` is the record.
+    net_setup
+    run_suite bench_perf suite_bench_perf oxe rxe
+    ;;
 *)
     echo "unknown mode $mode"
     FAILED+=("mode:$mode")

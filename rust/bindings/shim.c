@@ -538,6 +538,40 @@ void oxe_shim_rxq_free(struct oxe_rxq *q)
 	kfree(q);
 }
 
+struct oxe_skbq {
+	struct sk_buff_head skbs;
+};
+
+struct oxe_skbq *oxe_shim_skbq_new(void)
+{
+	struct oxe_skbq *q = kzalloc(sizeof(*q), GFP_KERNEL);
+
+	if (q)
+		skb_queue_head_init(&q->skbs);
+	return q;
+}
+
+void oxe_shim_skbq_push(struct oxe_skbq *q, struct sk_buff *skb)
+{
+	skb_queue_tail(&q->skbs, skb);
+}
+
+struct sk_buff *oxe_shim_skbq_pop(struct oxe_skbq *q)
+{
+	return skb_dequeue(&q->skbs);
+}
+
+bool oxe_shim_skbq_empty(struct oxe_skbq *q)
+{
+	return skb_queue_empty_lockless(&q->skbs);
+}
+
+void oxe_shim_skbq_free(struct oxe_skbq *q)
+{
+	skb_queue_purge(&q->skbs);
+	kfree(q);
+}
+
 void oxe_shim_spin_lock_bh(spinlock_t *lock)
 {
 	spin_lock_bh(lock);

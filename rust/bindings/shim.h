@@ -96,6 +96,13 @@ struct oxe_rxq *oxe_shim_rxq_new(void (*fn)(void *), void *ctx);
 void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb);
 struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q);
 void oxe_shim_rxq_free(struct oxe_rxq *q);
+/* A packet queue and nothing else (a QP's backlog, drained by its work). */
+struct oxe_skbq;
+struct oxe_skbq *oxe_shim_skbq_new(void);
+void oxe_shim_skbq_push(struct oxe_skbq *q, struct sk_buff *skb);
+struct sk_buff *oxe_shim_skbq_pop(struct oxe_skbq *q);
+void oxe_shim_skbq_free(struct oxe_skbq *q);
+bool oxe_shim_skbq_empty(struct oxe_skbq *q);
 u64 oxe_shim_jiffies64(void);
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
 unsigned long oxe_shim_usecs_to_jiffies(u64 us);

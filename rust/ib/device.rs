@@ -209,7 +209,7 @@ pub(super) fn deliver(pkt: super::pkt::RxPacket) {
         <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
     ) {
         if let Ok(drv) = IbDev(ib).drv() {
-            drv.receive(pkt);
+            drv.receive(pkt, crate::recv::Context::Softirq);
         }
     }
     // SAFETY: balances ib_device_get_by_netdev.

@@ -9,6 +9,7 @@ use crate::av::Av;
 use crate::bindings as b;
 use crate::oxe_core::icrc;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 
 /// ICRC bytes at the end of every RoCE packet.
@@ -111,18 +112,6 @@ impl TxPacket {
         self.local
     }
 
-    /// Hands the packet to IP.
-    pub(crate) fn send(self) -> Result {
-        let skb = self.skb.as_ptr();
-        core::mem::forget(self);
-        // SAFETY: a complete packet we own; ip_local_out consumes it.
-        let ret = unsafe { b::oxe_shim_tx_send(skb) };
-        if ret != 0 {
-            return Err(Error::from_errno(ret));
-        }
-        Ok(())
-    }
-
     /// The packet as if it had been received (loopback delivery).
     pub(crate) fn into_rx(self) -> RxPacket {
         let skb = self.skb;
@@ -187,5 +176,83 @@ impl Drop for RxPacket {
     fn drop(&mut self) {
         // SAFETY: an skb we own.
         unsafe { b::oxe_shim_consume_skb(self.0.as_ptr()) };
+    }
+}
+
+/// Packets built under a QP's lock, sent once it is released.
+///
+/// Sending from process context with softirqs enabled lets the network
+/// process each packet as it goes; a burst sent with softirqs held off
+/// (under the lock) piles up in the per-CPU receive backlog instead, where
+/// a large RDMA READ response overflows it.
+///
+/// # Invariants
+///
+/// `self.q` is a live `oxe_skbq` holding only complete packets from
+/// [`TxPacket::seal`], with their routes.
+pub(crate) struct TxQueue {
+    q: NonNull<b::oxe_skbq>,
+    /// Someone is sending from the queue. One sender at a time keeps the
+    /// QP's packets in order: two CPUs popping in turn would interleave
+    /// them onto two receive backlogs, and the peer would see a PSN gap.
+    sending: AtomicBool,
+}
+
+// SAFETY: the skb queue has its own irq-safe lock.
+unsafe impl Send for TxQueue {}
+// SAFETY: as above.
+unsafe impl Sync for TxQueue {}
+
+impl TxQueue {
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: plain allocation.
+        let q = unsafe { b::oxe_shim_skbq_new() };
+        Ok(TxQueue {
+            q: NonNull::new(q).ok_or(ENOMEM)?,
+            sending: AtomicBool::new(false),
+        })
+    }
+
+    /// Queues a sealed packet.
+    pub(crate) fn push(&self, pkt: TxPacket) {
+        let skb = pkt.skb.as_ptr();
+        core::mem::forget(pkt);
+        // SAFETY: live queue; it takes the packet (type invariant kept: sealed).
+        unsafe { b::oxe_shim_skbq_push(self.q.as_ptr(), skb) };
+    }
+
+    /// Sends everything queued, in order, unless another caller is sending
+    /// already (it sends these too). A packet the network refuses is loss,
+    /// which RC recovers from and UD tolerates.
+    pub(crate) fn send_all(&self) {
+        while !self.sending.swap(true, Ordering::SeqCst) {
+            // The burst goes onto this CPU's receive backlog in one piece,
+            // processed in order when softirqs are back on: a sender that
+            // migrated halfway could put its second half on another CPU's
+            // backlog, ahead of the first.
+            loop {
+                // SAFETY: live queue; a dequeued skb is ours.
+                let skb = unsafe { b::oxe_shim_skbq_pop(self.q.as_ptr()) };
+                if skb.is_null() {
+                    break;
+                }
+                // SAFETY: a complete, routed packet (type invariant); consumed.
+                let _ = unsafe { b::oxe_shim_tx_send(skb) };
+            }
+            self.sending.store(false, Ordering::SeqCst);
+            // A packet queued after the last pop, whose caller saw us
+            // sending, is ours to send.
+            // SAFETY: live queue.
+            if unsafe { b::oxe_shim_skbq_empty(self.q.as_ptr()) } {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for TxQueue {
+    fn drop(&mut self) {
+        // SAFETY: live queue (type invariant); frees what is queued.
+        unsafe { b::oxe_shim_skbq_free(self.q.as_ptr()) };
     }
 }

@@ -158,3 +158,43 @@ impl Drop for RxQueue {
         unsafe { b::oxe_shim_rxq_free(self.0.as_ptr()) };
     }
 }
+
+/// Packets waiting for an object's own work item (a QP's backlog): any
+/// context may push, the work pops. What is left is freed on drop.
+///
+/// # Invariants
+///
+/// `self.0` is a live `oxe_skbq`.
+pub(crate) struct PacketQueue(NonNull<b::oxe_skbq>);
+
+// SAFETY: the skb queue has its own irq-safe lock.
+unsafe impl Send for PacketQueue {}
+// SAFETY: as above.
+unsafe impl Sync for PacketQueue {}
+
+impl PacketQueue {
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: plain allocation.
+        let q = unsafe { b::oxe_shim_skbq_new() };
+        NonNull::new(q).map(PacketQueue).ok_or(ENOMEM)
+    }
+
+    pub(crate) fn push(&self, pkt: RxPacket) {
+        // SAFETY: live queue; the queue takes ownership of the skb.
+        unsafe { b::oxe_shim_skbq_push(self.0.as_ptr(), pkt.into_raw()) };
+    }
+
+    pub(crate) fn pop(&self) -> Option<RxPacket> {
+        // SAFETY: live queue; a dequeued skb is ours.
+        let skb = unsafe { b::oxe_shim_skbq_pop(self.0.as_ptr()) };
+        // SAFETY: an skb we own.
+        unsafe { RxPacket::from_raw(skb) }
+    }
+}
+
+impl Drop for PacketQueue {
+    fn drop(&mut self) {
+        // SAFETY: live queue (type invariant); frees what is queued.
+        unsafe { b::oxe_shim_skbq_free(self.0.as_ptr()) };
+    }
+}

@@ -12,7 +12,7 @@
 # as missing, with the reason, without failing the suite.
 # Uses run_perf_pair and perf_value from clients.sh.
 
-BENCH_PERF_ROUNDS=5
+BENCH_PERF_ROUNDS=${OXE_BENCH_ROUNDS:-5}
 BENCH_BW_ITERS=1000
 BENCH_LAT_ITERS=1000
 BENCH_MEASURES=(write_bw read_bw write_lat)

@@ -12,6 +12,7 @@ CLIENT_TIMEOUT=60
 CLIENT_GRACE=15
 
 ip_of() { if [ "$1" = a ]; then echo 10.11.0.1; else echo 10.11.0.2; fi; }
+ip6_of() { if [ "$1" = a ]; then echo fd11::1; else echo fd11::2; fi; }
 other_side() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 
 # Waits until a listener for PORT exists on SIDE: a TCP socket (the pingpongs'
@@ -138,7 +139,7 @@ client_check() { # tool client-side
     local perf_args=(-i 1 -F -n 200)
     PERF=
     case $tool in
-    ibv_rc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong)
+    ibv_rc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong | ibv_uc_pingpong)
         local size=4096 iters=200 extra=()
         [ "$tool" = ibv_ud_pingpong ] && size=512      # UD: one packet, below the 1024 MTU
         [ "$tool" = ibv_srq_pingpong ] && extra=(-q 4) iters=100
@@ -148,8 +149,10 @@ client_check() { # tool client-side
         check_pingpong "$CDIR/$name.client.log" $((size * iters * 2)) $iters || return 1
         check_pingpong "$CDIR/$name.server.log" $((size * iters * 2)) $iters || return 1
         ;;
-    rping)
-        # The listener binds the server's address, so it is on the server's device.
+    rping | rping6)
+        # The listener binds the server's address, so it is on the server's
+        # device; rping6 goes over the IPv6 addresses (RoCE v2 IPv6 GIDs).
+        [ "$tool" = rping6 ] && sip=$(ip6_of "$ss")
         SRV=(rping -s -a "$sip" -v -V)
         CLI=(rping -c -a "$sip" -v -V -C 20 -S 64)
         run_pair "$name" "$ss" cm 7174 || return 1
@@ -163,9 +166,12 @@ client_check() { # tool client-side
         run_perf_pair "$name" "$ss" cm 18515 || return 1
         PERF="$(perf_value "$CDIR/$name.client.log" 4) MB/s" || return 1
         ;;
-    ib_write_bw | ib_read_bw | ib_atomic_bw)
-        SRV=("$tool" -d "$ds" "${perf_args[@]}" -x "$gs")
-        CLI=("$tool" -d "$dc" "${perf_args[@]}" -x "$gc" "$sip")
+    ib_write_bw | ib_read_bw | ib_atomic_bw | ib_write_bw_uc)
+        local exe=$tool
+        # Unreliable connected: RDMA WRITE with nothing acknowledged.
+        [ "$tool" = ib_write_bw_uc ] && exe=ib_write_bw perf_args+=(-c UC)
+        SRV=("$exe" -d "$ds" "${perf_args[@]}" -x "$gs")
+        CLI=("$exe" -d "$dc" "${perf_args[@]}" -x "$gc" "$sip")
         run_perf_pair "$name" "$ss" tcp 18515 || return 1
         if [ "$tool" = ib_atomic_bw ]; then
             PERF="$(perf_value "$CDIR/$name.client.log" 5) Mpps" || return 1
@@ -186,8 +192,8 @@ client_check() { # tool client-side
     esac
 }
 
-CLIENT_TOOLS=(ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong rping
-    ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_write_lat)
+CLIENT_TOOLS=(ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_uc_pingpong rping rping6
+    ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_write_lat ib_write_bw_uc)
 
 suite_clients() { # devA devB
     DEV_A=$1 DEV_B=$2
