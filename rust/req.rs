@@ -199,6 +199,9 @@ impl Qp {
             }
         }
         if q.req.pending.push(p, GFP_ATOMIC).is_err() {
+            // No memory to track the request: nothing can complete it, so
+            // the consumer learns of it from the catastrophic error event.
+            self.event(crate::ib::qp::QpEvent::Fatal);
             self.to_error(q);
             return false;
         }
@@ -664,7 +667,7 @@ impl Qp {
                     if psn.is_after(expect) && !q.req.read_gap_retried {
                         q.req.read_gap_retried = true;
                         self.rewind(q, expect);
-                        self.requester(drv, q);
+                        self.kick();
                     }
                     return;
                 }
@@ -713,8 +716,31 @@ impl Qp {
             self.arm_timer(q);
         }
         // Something may now be sendable (a window opened, or a rewind):
-        // send it from here rather than wake the work item, whose wake-up
-        // would cost more than the packets.
-        self.requester(drv, q);
+        // the work item sends it. Requests go out from process context
+        // only, where each packet reaches the peer before the next is
+        // sent; a burst sent from this softirq would sit in this CPU's
+        // receive backlog while the doorbell, on another CPU, overtakes it,
+        // and the peer would see PSNs out of order. Only wake the work item
+        // when there is something to send: a wake-up per acknowledgement
+        // costs a small message more than its packets do.
+        if self.sendable(q) {
+            self.kick();
+        }
+    }
+
+    /// Whether the requester has a packet it could send now.
+    fn sendable(&self, q: &QpInner) -> bool {
+        if q.state != QpState::Rts || q.req.rnr_until.is_some() {
+            return false;
+        }
+        self.sq_has_new(q)
+            || q.req.pending.iter().any(|p| {
+                let total = if is_read_or_atomic(p.wr.wqe.opcode) {
+                    1
+                } else {
+                    p.npsn
+                };
+                !p.done && p.sent < total
+            })
     }
 }

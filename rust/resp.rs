@@ -7,6 +7,7 @@
 
 use crate::av::Av;
 use crate::device::OxeDevice;
+use crate::ib::qp::QpEvent;
 use crate::mr::Denied;
 use crate::oxe_core::abi::{OxeCqe, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
 use crate::oxe_core::aeth::{credit_code_for, Aeth, NakCode, Syndrome, CREDITS_INVALID};
@@ -127,7 +128,16 @@ impl Qp {
                 self.send_ack(drv, q, psn, Syndrome::Nak(code));
                 q.resp.recv = None;
                 q.resp.write = None;
-                self.event(crate::ib::qp::QpEvent::AccessError);
+                // IBTA 11.6.3.1: the responder's error, as the affiliated
+                // asynchronous event; one a receive completion reports
+                // already needs none.
+                if let Verdict::Fatal(code) = verdict {
+                    self.event(match code {
+                        NakCode::RemoteAccessError => QpEvent::AccessError,
+                        NakCode::InvalidRequest => QpEvent::InvalidRequest,
+                        _ => QpEvent::Fatal,
+                    });
+                }
                 self.to_error(q);
             }
         }

@@ -30,6 +30,12 @@ pub(super) struct QpObj {
 pub(crate) enum QpEvent {
     /// IB_EVENT_QP_ACCESS_ERR: an incoming request violated access rights.
     AccessError,
+    /// IB_EVENT_QP_REQ_ERR: an incoming request was malformed or out of
+    /// sequence for its opcode (IBTA's Invalid Request error).
+    InvalidRequest,
+    /// IB_EVENT_QP_FATAL: the QP failed for a reason of its own, which no
+    /// completion reports (a catastrophic work queue error).
+    Fatal,
 }
 
 /// The ib_qp behind a QP.
@@ -48,6 +54,8 @@ impl QpHandle {
     pub(crate) fn event(&self, ev: QpEvent) {
         let t = match ev {
             QpEvent::AccessError => b::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+            QpEvent::InvalidRequest => b::ib_event_type_IB_EVENT_QP_REQ_ERR,
+            QpEvent::Fatal => b::ib_event_type_IB_EVENT_QP_FATAL,
         };
         // SAFETY: live ib_qp (type invariant).
         unsafe { b::oxe_shim_qp_event(self.0.as_ptr(), t) };
