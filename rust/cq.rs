@@ -4,9 +4,9 @@
 //! consumer (the provider, or ib_core's poll for kernel consumers) drains.
 
 use crate::ib::cq::CqHandle;
-use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
-use crate::oxe_core::abi::OxeCqe;
+use crate::oxe_core::abi::{OxeCqe, OxeQueueMap};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};
@@ -21,14 +21,13 @@ const ARM_NEXT: u32 = 2;
 
 #[pin_data]
 pub(crate) struct Cq {
-    ring: Ring,
-    /// The producer index, which only the kernel owns (user space may
-    /// scribble on the shared copy; we never read it back).
+    /// The ring. Its `_bh` end holds the producer index, which only the
+    /// kernel owns (user space may scribble on the shared copy; we never
+    /// read it back), taken by producers in softirq or process context.
+    /// Its irq end serializes kernel consumers (ib_poll_cq may run in any
+    /// context). A resize holds both.
     #[pin]
-    producer: SpinLockBh<u32>,
-    /// Serializes kernel consumers (ib_poll_cq may run in softirq).
-    #[pin]
-    poll: SpinLockIrq<()>,
+    q: DualLock<u32, (), Ring>,
     armed: AtomicU32,
     /// The ib_cq, for completion and error events; gone once destroyed.
     #[pin]
@@ -37,15 +36,10 @@ pub(crate) struct Cq {
 
 impl Cq {
     pub(crate) fn new(uctx: Option<Uctx>, cqe: u32, handle: CqHandle) -> Result<Arc<Cq>> {
-        if cqe == 0 || cqe > MAX_CQE {
-            return Err(EINVAL);
-        }
-        let ring = Ring::new(uctx, cqe, OxeCqe::SIZE as u32)?;
+        let ring = Self::new_ring(uctx, cqe)?;
         Arc::pin_init(
             pin_init!(Cq {
-                ring,
-                producer <- new_spinlock_bh!(0),
-                poll <- kernel::new_spinlock_irq!(()),
+                q <- DualLock::new(new_spinlock_bh!(0), kernel::new_spinlock_irq!(()), ring),
                 armed: AtomicU32::new(DISARMED),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),
             }),
@@ -53,32 +47,50 @@ impl Cq {
         )
     }
 
-    pub(crate) fn ring(&self) -> &Ring {
-        &self.ring
+    /// A ring for at least `cqe` completions, mapped for `uctx` if given:
+    /// for a new CQ, or for a resize (allocated before any lock is taken).
+    pub(crate) fn new_ring(uctx: Option<Uctx>, cqe: u32) -> Result<Ring> {
+        if cqe == 0 || cqe > MAX_CQE {
+            return Err(EINVAL);
+        }
+        Ring::new(uctx, cqe, OxeCqe::SIZE as u32)
+    }
+
+    /// Where user space maps the ring.
+    pub(crate) fn map(&self) -> OxeQueueMap {
+        self.q.irq().shared().map()
     }
 
     /// Entries the CQ holds.
     pub(crate) fn capacity(&self) -> u32 {
-        self.ring.num_slots()
+        self.q.irq().shared().num_slots()
+    }
+
+    /// Completions not yet consumed.
+    pub(crate) fn outstanding(&self) -> u32 {
+        let mut q = self.q.bh();
+        let (prod, ring) = q.parts();
+        prod.wrapping_sub(ring.consumer())
     }
 
     /// Adds a completion; `solicited` for a receive whose sender asked for an
     /// event. A full CQ is an overrun: the completion is lost and the
     /// consumer gets IB_EVENT_CQ_ERR, as IBTA 11.4.2.1 describes.
     pub(crate) fn push(&self, cqe: &OxeCqe, solicited: bool) -> bool {
-        let mut prod = self.producer.lock();
-        let used = prod.wrapping_sub(self.ring.consumer());
-        if used >= self.ring.num_slots() {
-            drop(prod);
+        let mut q = self.q.bh();
+        let (prod, ring) = q.parts();
+        let used = prod.wrapping_sub(ring.consumer());
+        if used >= ring.num_slots() {
+            drop(q);
             if let Some(h) = self.handle.lock().as_ref() {
                 h.error_event();
             }
             return false;
         }
-        self.ring.write_slot(*prod, &cqe.to_bytes());
+        ring.write_slot(*prod, &cqe.to_bytes());
         *prod = prod.wrapping_add(1);
-        self.ring.set_producer(*prod);
-        drop(prod);
+        ring.set_producer(*prod);
+        drop(q);
         let armed = self.armed.load(Ordering::Acquire);
         let fire = armed == ARM_NEXT || (armed == ARM_SOLICITED && (solicited || cqe.status != 0));
         if fire && self.armed.swap(DISARMED, Ordering::AcqRel) != DISARMED {
@@ -100,18 +112,21 @@ impl Cq {
             },
             Ordering::Release,
         );
-        self.ring.producer() != self.ring.consumer()
+        let q = self.q.irq();
+        let ring = q.shared();
+        ring.producer() != ring.consumer()
     }
 
     /// Kernel consumers: moves up to `out.len()` completions out.
     pub(crate) fn poll(&self, mut each: impl FnMut(OxeCqe) -> bool, max: usize) -> usize {
-        let _g = self.poll.lock();
-        let prod = self.ring.producer();
-        let mut cons = self.ring.consumer();
+        let q = self.q.irq();
+        let ring = q.shared();
+        let prod = ring.producer();
+        let mut cons = ring.consumer();
         let mut n = 0;
         let mut buf = [0u8; OxeCqe::SIZE];
         while n < max && cons != prod {
-            self.ring.read_slot(cons, &mut buf);
+            ring.read_slot(cons, &mut buf);
             cons = cons.wrapping_add(1);
             if let Some(cqe) = OxeCqe::from_bytes(&buf) {
                 if each(cqe) {
@@ -119,12 +134,31 @@ impl Cq {
                 }
             }
         }
-        self.ring.set_consumer(cons);
+        ring.set_consumer(cons);
         n
     }
 
+    /// Moves the CQ to `new` (from [`Cq::new_ring`]), keeping every
+    /// completion not yet polled, in order and at its index. `EINVAL` if
+    /// they do not fit. Returns, with the result, the ring no longer in use
+    /// (the old one, or `new` if refused): the caller drops it after this
+    /// returns, out of the locks, since dropping it may sleep. Producers and
+    /// kernel consumers wait meanwhile; a user consumer is expected to hold
+    /// its own lock across the verb (the provider does).
+    pub(crate) fn resize(&self, new: Ring) -> (Result, Ring) {
+        let mut q = self.q.both();
+        let (prod, (), ring) = q.parts();
+        match new.adopt(ring, ring.consumer(), *prod) {
+            Ok(()) => (Ok(()), core::mem::replace(ring, new)),
+            Err(e) => (Err(e), new),
+        }
+    }
+
     /// The destroy verb: no more events to the ib_cq, no more mapping.
+    /// Process context (removing the mapping sleeps).
     pub(crate) fn destroy(&self) -> Option<CqHandle> {
+        let detached = self.q.irq().shared().detach();
+        drop(detached);
         self.handle.lock().take()
     }
 }

@@ -1,36 +1,42 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Shared receive queues: one ring of receive WQEs that several QPs of a PD
-//! draw from, with the limit event IBTA 10.2.9.3 describes.
+//! draw from, with the limit event IBTA 10.2.9.3 describes, and resizing
+//! (modify_srq with IB_SRQ_MAX_WR).
 
-use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::objects::PdId;
 use crate::ib::queue::{Ring, Uctx};
 use crate::ib::srq::SrqHandle;
-use crate::oxe_core::abi::{OxeRecvWqe, OxeSge};
+use crate::oxe_core::abi::{OxeQueueMap, OxeRecvWqe, OxeSge};
 use crate::wr::{self, RecvWr};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};
 
 #[pin_data]
 pub(crate) struct Srq {
-    pub(crate) ring: Ring,
     pub(crate) pd: PdId,
     pub(crate) max_sge: u32,
-    /// The kernel's consumer index (authoritative) and the armed limit
-    /// (0: not armed).
+    /// The ring. Its `_bh` end holds the kernel's consumer index
+    /// (authoritative) and the armed limit, for the receive path, which
+    /// takes WQEs in softirq. Its irq end holds kernel consumers' producer
+    /// index (ib_post_srq_recv may come with interrupts off). A resize
+    /// holds both.
     #[pin]
-    state: SpinLockBh<SrqState>,
-    /// Kernel consumers' producer index.
-    #[pin]
-    kpost: SpinLockIrq<u32>,
+    q: DualLock<SrqState, u32, Ring>,
     #[pin]
     handle: SpinLockIrq<Option<SrqHandle>>,
 }
 
 struct SrqState {
     consumer: u32,
+    /// 0: not armed.
     limit: u32,
+}
+
+/// Bytes of a slot for `max_sge` SGEs.
+fn slot_size(max_sge: u32) -> u32 {
+    OxeRecvWqe::SIZE as u32 + max_sge.max(1) * OxeSge::SIZE as u32
 }
 
 impl Srq {
@@ -45,34 +51,46 @@ impl Srq {
         if max_wr == 0 || max_wr > crate::qp::MAX_WR || max_sge > crate::qp::MAX_SGE {
             return Err(EINVAL);
         }
-        let slot = OxeRecvWqe::SIZE as u32 + max_sge.max(1) * OxeSge::SIZE as u32;
-        let ring = Ring::new(uctx, max_wr, slot)?;
+        let ring = Ring::new(uctx, max_wr, slot_size(max_sge))?;
         let max_sge = (ring.slot_size() - OxeRecvWqe::SIZE as u32) / OxeSge::SIZE as u32;
         Arc::pin_init(
             pin_init!(Srq {
-                ring,
                 pd,
                 max_sge,
-                state <- new_spinlock_bh!(SrqState { consumer: 0, limit }),
-                kpost <- kernel::new_spinlock_irq!(0),
+                q <- DualLock::new(
+                    new_spinlock_bh!(SrqState { consumer: 0, limit }),
+                    kernel::new_spinlock_irq!(0),
+                    ring,
+                ),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),
             }),
             GFP_KERNEL,
         )
     }
 
+    /// Where user space maps the ring.
+    pub(crate) fn map(&self) -> OxeQueueMap {
+        self.q.irq().shared().map()
+    }
+
+    /// WQEs the SRQ holds (`max_wr` as granted).
+    pub(crate) fn capacity(&self) -> u32 {
+        self.q.irq().shared().num_slots()
+    }
+
     /// Takes the next receive WQE, if any, and raises the limit event when
     /// the queue drops below an armed limit.
     pub(crate) fn take(&self) -> Option<Result<RecvWr>> {
-        let mut st = self.state.lock();
-        let prod = self.ring.producer();
+        let mut q = self.q.bh();
+        let (st, ring) = q.parts();
+        let prod = ring.producer();
         let queued = prod.wrapping_sub(st.consumer);
-        if queued == 0 || queued > self.ring.num_slots() {
+        if queued == 0 || queued > ring.num_slots() {
             return None;
         }
-        let w = wr::read_recv(&self.ring, st.consumer);
+        let w = wr::read_recv(ring, st.consumer);
         st.consumer = st.consumer.wrapping_add(1);
-        self.ring.set_consumer(st.consumer);
+        ring.set_consumer(st.consumer);
         if st.limit != 0 && queued - 1 < st.limit {
             st.limit = 0;
             if let Some(h) = self.handle.lock().as_ref() {
@@ -84,37 +102,79 @@ impl Srq {
 
     /// Arms (or, with 0, disarms) the limit event.
     pub(crate) fn set_limit(&self, limit: u32) -> Result {
-        if limit > self.ring.num_slots() {
+        let mut q = self.q.bh();
+        let (st, ring) = q.parts();
+        if limit > ring.num_slots() {
             return Err(EINVAL);
         }
-        self.state.lock().limit = limit;
+        st.limit = limit;
         Ok(())
     }
 
     pub(crate) fn limit(&self) -> u32 {
-        self.state.lock().limit
+        let mut q = self.q.bh();
+        q.parts().0.limit
+    }
+
+    /// A ring for a resize to at least `max_wr` WQEs of this SRQ's SGEs,
+    /// mapped for `uctx` if given; allocated before any lock is taken.
+    pub(crate) fn new_ring(&self, uctx: Option<Uctx>, max_wr: u32) -> Result<Ring> {
+        if max_wr == 0 || max_wr > crate::qp::MAX_WR {
+            return Err(EINVAL);
+        }
+        Ring::new(uctx, max_wr, slot_size(self.max_sge))
+    }
+
+    /// Moves the SRQ to `new` (from [`Srq::new_ring`]), keeping every WQE
+    /// not yet taken, in order and at its index, and arms `limit` if given.
+    /// `EINVAL` if the WQEs do not fit, or the limit (the new one, else the
+    /// armed one) would exceed the new size. Returns, with the result, the
+    /// ring no longer in use (the old one, or `new` if refused), for the
+    /// caller to drop out of the locks, since dropping it may sleep. The
+    /// receive path and kernel posters wait meanwhile; a user poster is
+    /// expected to hold its own lock across the verb (the provider does).
+    pub(crate) fn resize(&self, new: Ring, limit: Option<u32>) -> (Result, Ring) {
+        let mut q = self.q.both();
+        let (st, _, ring) = q.parts();
+        let limit = limit.unwrap_or(st.limit);
+        if limit > new.num_slots() {
+            return (Err(EINVAL), new);
+        }
+        // The producer index in the ring: user space's, or for kernel
+        // consumers the one kept at the irq end, stored there on each post.
+        match new.adopt(ring, st.consumer, ring.producer()) {
+            Ok(()) => {
+                st.limit = limit;
+                (Ok(()), core::mem::replace(ring, new))
+            }
+            Err(e) => (Err(e), new),
+        }
     }
 
     /// Kernel consumers' ib_post_srq_recv: copies WQEs into the ring.
     pub(crate) fn post_kernel(&self, wqes: &[(OxeRecvWqe, KVec<OxeSge>)]) -> Result {
-        let mut prod = self.kpost.lock();
+        let mut q = self.q.irq();
+        let (prod, ring) = q.parts();
         for (w, sges) in wqes {
-            if prod.wrapping_sub(self.ring.consumer()) >= self.ring.num_slots() {
+            if prod.wrapping_sub(ring.consumer()) >= ring.num_slots() {
                 return Err(ENOMEM);
             }
             if sges.len() > self.max_sge as usize {
                 return Err(EINVAL);
             }
-            write_recv_slot(&self.ring, *prod, w, sges);
+            write_recv_slot(ring, *prod, w, sges);
             *prod = prod.wrapping_add(1);
-            self.ring.set_producer(*prod);
+            ring.set_producer(*prod);
         }
         Ok(())
     }
 
+    /// The destroy verb: no more events, no more mapping. Process context
+    /// (removing the mapping sleeps).
     pub(crate) fn destroy(&self) {
         self.handle.lock().take();
-        self.ring.unmap();
+        let detached = self.q.irq().shared().detach();
+        drop(detached);
     }
 }
 

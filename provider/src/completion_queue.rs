@@ -66,6 +66,14 @@ impl<M: QueueMem> CompletionQueue<M> {
         }
     }
 
+    /// `ibv_resize_cq()`: moves to the kernel's new ring and returns the
+    /// old memory (to unmap). The kernel moved the completions from the
+    /// released index on, so call [`Self::release`] before the resize (the
+    /// caller holds the CQ's lock throughout, outside any extended poll).
+    pub(crate) fn replace_mem(&mut self, mem: M) -> M {
+        self.ring.replace_mem(mem)
+    }
+
     /// The completion the last successful [`Self::step`] moved to.
     pub(crate) fn current(&self) -> &Completion {
         &self.current
@@ -149,6 +157,27 @@ mod tests {
             .store(3, Ordering::Release);
         assert_eq!(cq.poll_one(), Err(EPROTO));
         assert_eq!(cq.step().map(|c| c.wr_id), Err(EPROTO));
+    }
+
+    #[test]
+    fn polling_goes_on_in_the_resized_queue() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(4, 64));
+        for i in 0..4u32 {
+            produce(&mut cq, i, u64::from(i));
+        }
+        assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, 0);
+        cq.release();
+        // The kernel grows the CQ to 8, keeping the three left.
+        let new = HeapQueue::resized(cq.ring_mut().mem_mut(), 8).unwrap();
+        cq.replace_mem(new);
+        produce(&mut cq, 4, 4);
+        produce(&mut cq, 5, 5);
+        let rest: Vec<u64> = core::iter::from_fn(|| cq.poll_one().unwrap())
+            .map(|c| c.wr_id)
+            .collect();
+        assert_eq!(rest, [1, 2, 3, 4, 5]);
+        cq.release();
+        assert_eq!(consumer_index(&mut cq), 6);
     }
 
     #[test]

@@ -242,6 +242,7 @@ fn context_ops() -> sys::verbs_context_ops {
         // Arming needs nothing from the provider: the kernel tracks it.
         req_notify_cq: Some(sys::ibv_cmd_req_notify_cq),
         destroy_cq: Some(ffi_cq::destroy_cq),
+        resize_cq: Some(ffi_cq::resize_cq),
         create_qp: Some(ffi_qp::create_qp),
         create_qp_ex: Some(ffi_qp::create_qp_ex),
         modify_qp: Some(ffi_qp::modify_qp),
@@ -655,12 +656,12 @@ mod tests {
         // Context, device and port: free_context, query_device_ex,
         // query_port. PDs and MRs: alloc_pd, dealloc_pd, reg_mr, rereg_mr,
         // dereg_mr. CQs: create_cq, create_cq_ex, poll_cq, req_notify_cq,
-        // destroy_cq. QPs: create_qp, create_qp_ex, modify_qp, query_qp,
+        // destroy_cq, resize_cq. QPs: create_qp, create_qp_ex, modify_qp, query_qp,
         // destroy_qp, post_send, post_recv. SRQs: create_srq, modify_srq,
         // query_srq, destroy_srq, post_srq_recv. AHs: create_ah,
         // destroy_ah. Everything else must stay NULL so libibverbs answers
         // it with EOPNOTSUPP.
-        assert_eq!(set, 27);
+        assert_eq!(set, 28);
         let ops = context_ops();
         for implemented in [
             ops.free_context.is_some(),
@@ -670,6 +671,7 @@ mod tests {
             ops.reg_mr.is_some() && ops.rereg_mr.is_some() && ops.dereg_mr.is_some(),
             ops.create_cq.is_some() && ops.create_cq_ex.is_some(),
             ops.poll_cq.is_some() && ops.req_notify_cq.is_some() && ops.destroy_cq.is_some(),
+            ops.resize_cq.is_some(),
             ops.create_qp.is_some() && ops.create_qp_ex.is_some(),
             ops.modify_qp.is_some() && ops.query_qp.is_some() && ops.destroy_qp.is_some(),
             ops.post_send.is_some() && ops.post_recv.is_some(),
@@ -681,7 +683,7 @@ mod tests {
             assert!(implemented);
         }
         // A sample of what stays with libibverbs' EOPNOTSUPP defaults.
-        assert!(ops.resize_cq.is_none() && ops.modify_cq.is_none());
+        assert!(ops.modify_cq.is_none());
         assert!(ops.create_srq_ex.is_none() && ops.open_qp.is_none());
         assert!(ops.alloc_mw.is_none() && ops.bind_mw.is_none());
         assert!(ops.attach_mcast.is_none() && ops.create_wq.is_none());

@@ -12,7 +12,7 @@ use core::ffi::c_int;
 use core::mem::{offset_of, size_of, size_of_val};
 use core::ptr;
 
-use oxe_core::abi::{OxeCqe, OxeCreateCqResp};
+use oxe_core::abi::{OxeCqe, OxeCreateCqResp, OxeResizeCqResp};
 use oxe_core::Errno;
 
 use crate::completion_queue::{CompletionQueue, ENOENT};
@@ -245,6 +245,68 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
     // create verb leaked; dropping it unmaps the ring.
     drop(unsafe { Box::from_raw(cq.cast::<OxeCq>()) });
     0
+}
+
+/// The kernel's reply to `RESIZE_CQ`: uverbs' core part, then oxe's.
+#[repr(C)]
+#[derive(Default)]
+struct ResizeCqResp {
+    core: sys::ib_uverbs_resize_cq_resp,
+    drv: OxeResizeCqResp,
+}
+
+const _: () = assert!(offset_of!(ResizeCqResp, drv) == size_of::<sys::ib_uverbs_resize_cq_resp>());
+const _: () = assert!(size_of::<sys::oxe_resize_cq_resp>() == size_of::<OxeResizeCqResp>());
+
+/// `resize_cq` (`ibv_resize_cq()`): the kernel moves the completions not
+/// yet polled to a new ring, which is mapped in place of the old one.
+///
+/// The CQ stays locked from before the system call until the new ring is
+/// in place, so no poll runs against a ring the kernel has left. Should
+/// the new ring fail to map (the kernel has moved to it by then), the
+/// error is returned and the CQ keeps the old ring, which gets no more
+/// completions, as with rxe.
+///
+/// # Safety
+/// `cq` must be a live CQ of this provider.
+pub(crate) unsafe extern "C" fn resize_cq(cq: *mut sys::ibv_cq, cqe: c_int) -> c_int {
+    // SAFETY: a live CQ, per the contract.
+    let Some(queue) = (unsafe { queue_of(cq) }) else {
+        return errno_ret(EINVAL);
+    };
+    let mut queue = queue.lock();
+    // The kernel moves the completions from the released index on.
+    queue.release();
+    let mut cmd = sys::ibv_resize_cq::default();
+    let mut resp = ResizeCqResp::default();
+    // SAFETY: a live CQ; `cmd` carries no driver data (its exact size); the
+    // response pointer is derived from all of `resp` so the driver part may
+    // be written. On success the helper sets `cq->cqe` from the reply.
+    let ret = unsafe {
+        sys::ibv_cmd_resize_cq(
+            cq,
+            cqe,
+            &mut cmd,
+            size_of_val(&cmd),
+            (&raw mut resp).cast::<sys::ib_uverbs_resize_cq_resp>(),
+            size_of_val(&resp),
+        )
+    };
+    if ret != 0 {
+        return errno_ret(ret);
+    }
+    // SAFETY: a live CQ.
+    let context = unsafe { (*cq).context };
+    // SAFETY: a live CQ's context is live.
+    let cmd_fd = unsafe { cmd_fd(context) };
+    match MappedQueue::map(cmd_fd, &resp.drv.cq, OxeCqe::SIZE) {
+        Ok(mem) => {
+            // The old mapping goes here, unmapped on drop.
+            drop(queue.replace_mem(mem));
+            0
+        }
+        Err(err) => errno_ret(err),
+    }
 }
 
 /// `poll_cq` (`ibv_poll_cq()`): up to `num_entries` completions into `wc`.

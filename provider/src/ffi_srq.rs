@@ -9,7 +9,7 @@ use core::ffi::c_int;
 use core::mem::{offset_of, size_of, size_of_val};
 use core::ptr;
 
-use oxe_core::abi::{OxeCreateSrqResp, OxeRecvWqe};
+use oxe_core::abi::{OxeCreateSrqResp, OxeModifySrqCmd, OxeRecvWqe, OxeResizeSrqResp};
 use oxe_core::Errno;
 
 use crate::ffi::{cmd_fd, errno_ret, set_errno};
@@ -103,7 +103,29 @@ pub(crate) unsafe extern "C" fn create_srq(
     }
 }
 
-/// `modify_srq` (`ibv_modify_srq()`): arming the limit only.
+/// `MODIFY_SRQ` with oxe's driver data: where a resize's reply goes.
+#[repr(C)]
+#[derive(Default)]
+struct ModifySrqCmd {
+    core: sys::ibv_modify_srq,
+    drv: OxeModifySrqCmd,
+}
+
+const _: () = assert!(offset_of!(ModifySrqCmd, drv) == size_of::<sys::ibv_modify_srq>());
+const _: () = assert!(size_of::<sys::oxe_modify_srq_cmd>() == size_of::<OxeModifySrqCmd>());
+const _: () = assert!(size_of::<sys::oxe_resize_srq_resp>() == size_of::<OxeResizeSrqResp>());
+
+/// `modify_srq` (`ibv_modify_srq()`): arming the limit, and resizing
+/// (`IBV_SRQ_MAX_WR`), after which the kernel's new ring is mapped in
+/// place of the old one.
+///
+/// uverbs' `MODIFY_SRQ` has no reply, so the command tells the kernel
+/// where to write the new ring's description. A resize keeps the SRQ
+/// locked from before the system call until the new ring is in place, so
+/// no post lands in a ring the kernel has left. Should the new ring fail
+/// to map (the kernel has moved to it by then), the error is returned and
+/// the SRQ keeps the old ring, whose receives the kernel no longer sees,
+/// as with rxe.
 ///
 /// # Safety
 /// libibverbs' arguments: a live SRQ of this provider and the caller's
@@ -113,12 +135,49 @@ pub(crate) unsafe extern "C" fn modify_srq(
     attr: *mut sys::ibv_srq_attr,
     attr_mask: c_int,
 ) -> c_int {
-    if let Err(err) = verbs::check_srq_modify(attr_mask) {
-        return errno_ret(err);
+    let resize = match verbs::check_srq_modify(attr_mask) {
+        Ok(resize) => resize,
+        Err(err) => return errno_ret(err),
+    };
+    let mut cmd = ModifySrqCmd::default();
+    if !resize {
+        // SAFETY: the caller's pointers; `cmd` is a live local of its size.
+        return errno_ret(unsafe {
+            sys::ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd.core, size_of_val(&cmd))
+        });
     }
-    let mut cmd = sys::ibv_modify_srq::default();
-    // SAFETY: the caller's pointers; `cmd` is a live local of its size.
-    errno_ret(unsafe { sys::ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of_val(&cmd)) })
+    // SAFETY: a live `OxeSrq` (the `ibv_srq` is at offset 0); `rq` is only
+    // written before the SRQ is handed out.
+    let Some(rq) = (unsafe { (*srq.cast::<OxeSrq>()).rq.as_ref() }) else {
+        return errno_ret(Errno::EINVAL.to_i32());
+    };
+    let mut rq = rq.lock();
+    let mut resp = OxeResizeSrqResp::default();
+    cmd.drv = OxeModifySrqCmd {
+        resize_resp: (&raw mut resp) as u64,
+        resize_resp_len: size_of_val(&resp) as u32,
+        reserved: 0,
+    };
+    // SAFETY: the caller's pointers; `cmd` is a live local of its size,
+    // and `resp`, which the kernel writes through the address in it, lives
+    // past the call.
+    let ret =
+        unsafe { sys::ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd.core, size_of_val(&cmd)) };
+    if ret != 0 {
+        return errno_ret(ret);
+    }
+    // SAFETY: a live SRQ.
+    let context = unsafe { (*srq).context };
+    // SAFETY: a live SRQ's context is live.
+    let cmd_fd = unsafe { cmd_fd(context) };
+    match MappedQueue::map(cmd_fd, &resp.srq, OxeRecvWqe::SIZE) {
+        Ok(mem) => {
+            // The old mapping goes here, unmapped on drop.
+            drop(rq.replace_mem(mem));
+            0
+        }
+        Err(err) => errno_ret(err),
+    }
 }
 
 /// `query_srq` (`ibv_query_srq()`).

@@ -45,6 +45,15 @@ impl<M: QueueMem> RecvQueue<M> {
     pub(crate) fn publish(&self) {
         self.ring.publish();
     }
+
+    /// An SRQ resize: moves to the kernel's new ring and returns the old
+    /// memory (to unmap). Everything posted is published already (posting
+    /// publishes before it lets go of the queue's lock).
+    pub(crate) fn replace_mem(&mut self, mem: M) -> M {
+        let old = self.ring.replace_mem(mem);
+        self.cap = SlotCapacity::recv(self.ring.layout().slot_size());
+        old
+    }
 }
 
 #[cfg(test)]
@@ -83,6 +92,26 @@ mod tests {
         let mut rq = RecvQueue::new(HeapQueue::new(2, 64));
         assert_eq!(rq.post(1, &[sge(0, 0, 0); 4]), Err(Errno::EINVAL.to_i32()));
         assert_eq!(rq.ring.next_index(), 0);
+    }
+
+    #[test]
+    fn posting_goes_on_in_the_resized_queue() {
+        let mut rq = RecvQueue::new(HeapQueue::new(2, 64));
+        rq.post(1, &[]).unwrap();
+        rq.post(2, &[]).unwrap();
+        rq.publish();
+        assert_eq!(rq.post(3, &[]), Err(ENOMEM));
+        let new = HeapQueue::resized(rq.ring.mem(), 8).unwrap();
+        let old = rq.replace_mem(new);
+        assert_eq!(old.layout().num_slots(), 2);
+        assert_eq!(rq.capacity().max_sge(), 3);
+        rq.post(3, &[]).unwrap();
+        rq.publish();
+        let ids: Vec<u64> = (0..3)
+            .map(|i| OxeRecvWqe::from_bytes(rq.ring.slot_mut(i)).unwrap().wr_id)
+            .collect();
+        assert_eq!(ids, [1, 2, 3]);
+        assert_eq!(rq.ring.free_slots(), 5);
     }
 
     #[test]

@@ -166,6 +166,15 @@ impl<M: QueueMem> Producer<M> {
             .store(self.next, Ordering::Release);
     }
 
+    /// Moves to the memory of the resized queue and returns the old one
+    /// (to unmap). The kernel moved every posted entry to the same index
+    /// and carried both indices over (`oxe_core::queue`), so the private
+    /// index stays as it is. Call with everything claimed published: a
+    /// claimed slot not yet published would not have moved.
+    pub(crate) fn replace_mem(&mut self, mem: M) -> M {
+        core::mem::replace(&mut self.mem, mem)
+    }
+
     /// The memory, for tests that play the kernel.
     #[cfg(test)]
     pub(crate) fn mem(&self) -> &M {
@@ -211,6 +220,14 @@ impl<M: QueueMem> Consumer<M> {
             .store(self.next, Ordering::Release);
     }
 
+    /// Moves to the memory of the resized queue and returns the old one
+    /// (to unmap). As for [`Producer::replace_mem`], the private index
+    /// stays; call with every slot read released, since the kernel moved
+    /// the entries from the released index on.
+    pub(crate) fn replace_mem(&mut self, mem: M) -> M {
+        core::mem::replace(&mut self.mem, mem)
+    }
+
     /// The memory, for tests that play the kernel.
     #[cfg(test)]
     pub(crate) fn mem_mut(&mut self) -> &mut M {
@@ -223,6 +240,7 @@ impl<M: QueueMem> Consumer<M> {
 #[cfg(test)]
 pub(crate) mod heap {
     use super::*;
+    use oxe_core::queue::Resize;
 
     /// A heap-backed [`QueueMem`].
     #[derive(Debug)]
@@ -248,6 +266,22 @@ pub(crate) mod heap {
                 consumer: AtomicU32::new(0),
                 slots: vec![0; (num_slots * slot_size) as usize],
             }
+        }
+
+        /// The queue the kernel makes of `old` when resizing it to
+        /// `num_slots` slots: the outstanding entries at their indices, and
+        /// the same two indices (`oxe_core::queue::Resize`).
+        pub(crate) fn resized(old: &HeapQueue, num_slots: u32) -> Result<Self, oxe_core::Errno> {
+            let consumer = old.consumer.load(Ordering::Acquire);
+            let producer = old.producer.load(Ordering::Acquire);
+            let plan = Resize::new(consumer, producer, old.layout.num_slots(), num_slots)?;
+            let mut new = HeapQueue::new(num_slots, old.layout.slot_size() as u32);
+            for (from, to) in plan.moves() {
+                new.slot_mut(to).copy_from_slice(old.slot(from));
+            }
+            new.consumer.store(consumer, Ordering::Release);
+            new.producer.store(producer, Ordering::Release);
+            Ok(new)
         }
 
         fn range(&self, index: u32) -> core::ops::Range<usize> {
@@ -421,6 +455,67 @@ mod tests {
         assert_eq!(c.mem_mut().consumer_index().load(Ordering::Relaxed), 0);
         c.release();
         assert_eq!(c.mem_mut().consumer_index().load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn producer_carries_on_in_a_resized_queue() {
+        let mut p = Producer::new(HeapQueue::new(4, 64));
+        // Indices near the wrap, three slots posted, one consumed.
+        p.rewind(u32::MAX - 1);
+        p.mem()
+            .consumer_index()
+            .store(u32::MAX - 1, Ordering::Relaxed);
+        for v in 1..=3u8 {
+            let i = p.claim().unwrap();
+            p.slot_mut(i)[0] = v;
+        }
+        p.publish();
+        p.mem().consumer_index().store(u32::MAX, Ordering::Relaxed);
+        // Grow to 16: two entries outstanding, 14 slots free.
+        let new = HeapQueue::resized(p.mem(), 16).unwrap();
+        let old = p.replace_mem(new);
+        assert_eq!(old.layout().num_slots(), 4);
+        assert_eq!(p.free_slots(), 14);
+        let i = p.claim().unwrap();
+        assert_eq!(i, 1);
+        p.slot_mut(i)[0] = 4;
+        p.publish();
+        // The kernel reads what is left, in order, from the new queue.
+        let seen: Vec<u8> = [u32::MAX, 0, 1]
+            .iter()
+            .map(|&i| p.mem().slot(i)[0])
+            .collect();
+        assert_eq!(seen, [2, 3, 4]);
+        // Shrinking below the three outstanding entries is refused.
+        assert_eq!(
+            HeapQueue::resized(p.mem(), 2).map(|_| ()),
+            Err(oxe_core::Errno::EINVAL)
+        );
+    }
+
+    #[test]
+    fn consumer_carries_on_in_a_resized_queue() {
+        let mut c = Consumer::new(HeapQueue::new(4, 64));
+        // The kernel produces 0..6, the consumer reads and releases four.
+        for v in 0..6u32 {
+            c.mem_mut().slot_mut(v)[0] = v as u8;
+            c.mem_mut().producer_index().store(v + 1, Ordering::Relaxed);
+            if v < 4 {
+                assert_eq!(c.peek().unwrap().unwrap()[0], v as u8);
+                c.advance();
+                c.release();
+            }
+        }
+        // Shrink to exactly the two outstanding entries.
+        let new = HeapQueue::resized(c.mem_mut(), 2).unwrap();
+        c.replace_mem(new);
+        assert_eq!(c.peek().unwrap().unwrap()[0], 4);
+        c.advance();
+        assert_eq!(c.peek().unwrap().unwrap()[0], 5);
+        c.advance();
+        assert_eq!(c.peek(), Ok(None));
+        c.release();
+        assert_eq!(c.mem_mut().consumer_index().load(Ordering::Relaxed), 6);
     }
 
     #[test]

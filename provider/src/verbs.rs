@@ -254,18 +254,15 @@ pub(crate) fn check_qp_init_attr_ex(
     Ok(QpCreate { kind, send_ops })
 }
 
-/// Checks `ibv_modify_srq()`'s mask. Arming the limit is the kernel's
-/// business; resizing is not offered, because the SRQ's ring is mapped
-/// with a fixed size and the ABI has no reply to describe a new one.
-pub(crate) fn check_srq_modify(mask: c_int) -> Result<(), c_int> {
+/// Checks `ibv_modify_srq()`'s mask: arming the limit and resizing
+/// (`IBV_SRQ_MAX_WR`), which are the kernel's business, and nothing else.
+/// Returns whether the SRQ is resized.
+pub(crate) fn check_srq_modify(mask: c_int) -> Result<bool, c_int> {
     let mask = u32::try_from(mask).map_err(|_| Errno::EINVAL.to_i32())?;
-    if mask & sys::IBV_SRQ_MAX_WR != 0 {
-        return Err(Errno::EOPNOTSUPP.to_i32());
-    }
-    if mask & !sys::IBV_SRQ_LIMIT != 0 {
+    if mask & !(sys::IBV_SRQ_MAX_WR | sys::IBV_SRQ_LIMIT) != 0 {
         return Err(Errno::EINVAL.to_i32());
     }
-    Ok(())
+    Ok(mask & sys::IBV_SRQ_MAX_WR != 0)
 }
 
 /// `ibv_qp_state` values the posting checks need.
@@ -496,15 +493,12 @@ mod tests {
 
     #[test]
     fn srq_modify_masks() {
-        assert_eq!(check_srq_modify(sys::IBV_SRQ_LIMIT as c_int), Ok(()));
-        assert_eq!(check_srq_modify(0), Ok(()));
-        assert_eq!(
-            check_srq_modify(sys::IBV_SRQ_MAX_WR as c_int),
-            Err(EOPNOTSUPP)
-        );
+        assert_eq!(check_srq_modify(sys::IBV_SRQ_LIMIT as c_int), Ok(false));
+        assert_eq!(check_srq_modify(0), Ok(false));
+        assert_eq!(check_srq_modify(sys::IBV_SRQ_MAX_WR as c_int), Ok(true));
         assert_eq!(
             check_srq_modify((sys::IBV_SRQ_MAX_WR | sys::IBV_SRQ_LIMIT) as c_int),
-            Err(EOPNOTSUPP)
+            Ok(true)
         );
         assert_eq!(check_srq_modify(1 << 5), Err(EINVAL));
         assert_eq!(check_srq_modify(-1), Err(EINVAL));

@@ -114,6 +114,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
         "ibv_cmd_reg_mr",
         "ibv_cmd_req_notify_cq",
         "ibv_cmd_rereg_mr",
+        "ibv_cmd_resize_cq",
         "verbs_register_driver_59",
         "verbs_set_ops",
         "verbs_uninit_context",

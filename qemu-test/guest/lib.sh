@@ -7,6 +7,13 @@ export PATH=$OXE_RDMA_CORE/build/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/u
 # rdmacm-utils included: Debian's own libibverbs is 44 and knows neither oxe nor ODP.
 export LD_LIBRARY_PATH=$OXE_RDMA_CORE/build/lib
 export PYTHONDONTWRITEBYTECODE=1
+# The provider this checkout built serves this guest: `make provider` installs
+# into the rdma-core tree, which every checkout on the machine shares and may
+# reinstall at any time, mid-run included. A bind mount (guest-only) pins ours.
+own_provider=$OXE_TOP/provider/target/release/liboxe_rdmav59.so
+if [ -f "$own_provider" ] && ! mountpoint -q "$OXE_RDMA_CORE/build/lib/liboxe-rdmav59.so"; then
+    mount --bind "$own_provider" "$OXE_RDMA_CORE/build/lib/liboxe-rdmav59.so"
+fi
 GUEST=$OXE_TOP/qemu-test/guest
 SUITE_DIR=$OXE_RESULTS/suites
 mkdir -p "$SUITE_DIR" "$OXE_RESULTS/logs"

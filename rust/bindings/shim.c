@@ -10,6 +10,7 @@
 #include <rdma/rdma_netlink.h>
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
+#include <linux/uaccess.h>
 #include <linux/if_vlan.h>
 #include <linux/highmem.h>
 #include <linux/crc32.h>
@@ -112,6 +113,26 @@ int oxe_shim_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 size_t oxe_shim_udata_outlen(const struct ib_udata *udata)
 {
 	return udata ? udata->outlen : 0;
+}
+
+size_t oxe_shim_udata_inlen(const struct ib_udata *udata)
+{
+	return udata ? udata->inlen : 0;
+}
+
+int oxe_shim_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
+{
+	return ib_copy_from_udata(dst, udata, len);
+}
+
+bool oxe_shim_udata_cleared(struct ib_udata *udata, size_t offset, size_t len)
+{
+	return ib_is_udata_cleared(udata, offset, len);
+}
+
+int oxe_shim_copy_to_user(u64 addr, const void *src, size_t len)
+{
+	return copy_to_user(u64_to_user_ptr(addr), src, len) ? -EFAULT : 0;
 }
 
 struct nlattr *oxe_shim_nla_nest_start_driver(struct sk_buff *msg)

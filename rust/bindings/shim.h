@@ -29,6 +29,12 @@ struct net_device *oxe_shim_netdev_notifier_info_to_dev(void *info);
 void oxe_shim_consume_skb(struct sk_buff *skb);
 int oxe_shim_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
 size_t oxe_shim_udata_outlen(const struct ib_udata *udata);
+size_t oxe_shim_udata_inlen(const struct ib_udata *udata);
+int oxe_shim_copy_from_udata(void *dst, struct ib_udata *udata, size_t len);
+/* Whether @len bytes of the request from @offset on are all zero. */
+bool oxe_shim_udata_cleared(struct ib_udata *udata, size_t offset, size_t len);
+/* copy_to_user to a user address carried in a command (0 or -EFAULT). */
+int oxe_shim_copy_to_user(u64 addr, const void *src, size_t len);
 struct nlattr *oxe_shim_nla_nest_start_driver(struct sk_buff *msg);
 void oxe_shim_nla_nest_end(struct sk_buff *msg, struct nlattr *start);
 void oxe_shim_nla_nest_cancel(struct sk_buff *msg, struct nlattr *start);

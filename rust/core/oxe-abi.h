@@ -60,6 +60,10 @@ struct oxe_create_cq_resp {
 	struct oxe_queue_map cq;
 };
 
+struct oxe_resize_cq_resp {
+	struct oxe_queue_map cq;
+};
+
 struct oxe_create_qp_resp {
 	struct oxe_queue_map sq;
 	struct oxe_queue_map rq;
@@ -71,6 +75,16 @@ struct oxe_create_srq_resp {
 	struct oxe_queue_map srq;
 	__u32 srq_num;
 	__u32 reserved;
+};
+
+struct oxe_modify_srq_cmd {
+	__aligned_u64 resize_resp;
+	__u32 resize_resp_len;
+	__u32 reserved;
+};
+
+struct oxe_resize_srq_resp {
+	struct oxe_queue_map srq;
 };
 
 struct oxe_create_ah_resp {

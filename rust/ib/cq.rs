@@ -9,7 +9,9 @@ use super::queue::Uctx;
 use super::udata::UData;
 use crate::bindings as b;
 use crate::cq::Cq;
-use crate::oxe_core::abi::{OxeCqe, OxeCreateCqResp, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
+use crate::oxe_core::abi::{
+    OxeCqe, OxeCreateCqResp, OxeResizeCqResp, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV,
+};
 use core::ptr::NonNull;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
@@ -80,13 +82,10 @@ pub(super) unsafe extern "C" fn create_cq(
         let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
         let handle = CqHandle(NonNull::new(ibcq).ok_or(EINVAL)?);
         let cq = Cq::new(uctx, attr.cqe, handle)?;
-        let resp = OxeCreateCqResp {
-            cq: cq.ring().map(),
-        };
+        let resp = OxeCreateCqResp { cq: cq.map() };
         // SAFETY: the call's udata (or null).
         if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
             cq.destroy();
-            cq.ring().unmap();
             return Err(e);
         }
         // SAFETY: core-allocated and zeroed; we own the driver part.
@@ -107,9 +106,51 @@ pub(super) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::
     let obj = unsafe { &mut *ibcq.cast::<CqObj>() };
     if let Some(cq) = obj.cq.take() {
         cq.destroy();
-        cq.ring().unmap();
     }
     0
+}
+
+/// ib_core's `resize_user_cq` (uverbs' RESIZE_CQ; kernel consumers have no
+/// resize verb, but a null udata is handled like theirs all the same). The
+/// new ring is allocated and, for user space, described in the reply before
+/// the CQ moves to it: the move is the last step, so a refusal changes
+/// nothing. The provider maps the new ring once this returns.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn resize_cq(
+    ibcq: *mut b::ib_cq,
+    cqe: kernel::ffi::c_uint,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an oxe CQ, held by uverbs for the call.
+        let cq = unsafe { get(ibcq) }.ok_or(EINVAL)?;
+        // SAFETY: the call's udata, or null.
+        let udata = unsafe { UData::new(udata) };
+        // Without room for the reply, user space would go on reading a
+        // ring the kernel no longer writes.
+        if !udata.has_room(OxeResizeCqResp::SIZE) {
+            return Err(EINVAL);
+        }
+        // A size below what the CQ holds fails before anything is allocated
+        // (and again under the locks, where it counts).
+        if cqe < cq.outstanding() {
+            return Err(EINVAL);
+        }
+        let new = Cq::new_ring(udata.uctx(), cqe)?;
+        let capacity = new.num_slots();
+        udata.respond(&OxeResizeCqResp { cq: new.map() }.to_bytes())?;
+        let (r, unused) = cq.resize(new);
+        // Out of the CQ's locks: dropping a ring may sleep.
+        drop(unused);
+        r?;
+        // SAFETY: the CQ's ib_cq, which uverbs reads back for its reply.
+        unsafe { (*ibcq).cqe = capacity as c_int };
+        Ok(())
+    })();
+    to_c_int(r)
 }
 
 fn wc_flags(f: u32) -> c_int {

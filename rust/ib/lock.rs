@@ -16,7 +16,11 @@
 //! system call returns.
 
 use crate::bindings as b;
-use kernel::sync::lock::{Backend, Lock};
+use core::cell::UnsafeCell;
+use kernel::prelude::*;
+use kernel::sync::lock::spinlock::SpinLockIrqBackend;
+use kernel::sync::lock::{Backend, Guard, Lock};
+use kernel::sync::SpinLockIrq;
 
 /// A spinlock taken with softirqs held off.
 pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
@@ -99,4 +103,116 @@ impl Drop for BhOff {
 pub(crate) fn wait_for_receivers() {
     // SAFETY: process context (callers are verbs that may sleep).
     unsafe { b::oxe_shim_synchronize_rcu() }
+}
+
+/// A value two locks guard together: either lock alone gives shared access
+/// to it, both together exclusive access.
+///
+/// This is a queue's ring: its two ends each have a lock of their own, for
+/// the index that end owns (the receive path's end behind a `_bh` lock,
+/// kernel consumers' end behind an irq-disabling one, since they may come
+/// with interrupts off), and either end reads and writes slots through a
+/// shared reference to the ring. Replacing the ring (a resize) takes both,
+/// so no end is inside it meanwhile; the ends themselves pay nothing extra.
+/// Both are taken `_bh` first: releasing the irq lock first then leaves
+/// interrupts on when softirqs are re-enabled.
+#[pin_data]
+pub(crate) struct DualLock<B, I, T> {
+    #[pin]
+    bh: SpinLockBh<B>,
+    #[pin]
+    irq: SpinLockIrq<I>,
+    shared: UnsafeCell<T>,
+}
+
+// SAFETY: `shared` is reached as `&T` by holders of either lock, possibly at
+// once on several CPUs (hence `T: Sync`), and as `&mut T` (so moved, hence
+// `T: Send`) only with both held; the two lock-guarded values are `Send` as
+// the locks require.
+unsafe impl<B: Send, I: Send, T: Send + Sync> Send for DualLock<B, I, T> {}
+// SAFETY: as above.
+unsafe impl<B: Send, I: Send, T: Send + Sync> Sync for DualLock<B, I, T> {}
+
+impl<B, I, T> DualLock<B, I, T> {
+    /// Takes the two lock initialisers (`new_spinlock_bh!`,
+    /// `new_spinlock_irq!`, so each gets its caller's lock class) and the value.
+    pub(crate) fn new(
+        bh: impl PinInit<SpinLockBh<B>>,
+        irq: impl PinInit<SpinLockIrq<I>>,
+        shared: T,
+    ) -> impl PinInit<Self> {
+        pin_init!(Self {
+            bh <- bh,
+            irq <- irq,
+            shared: UnsafeCell::new(shared),
+        })
+    }
+
+    /// The `_bh` end: its own value, and the shared one to read.
+    pub(crate) fn bh(&self) -> DualGuard<'_, B, SpinLockBhBackend, T> {
+        DualGuard {
+            guard: self.bh.lock(),
+            shared: &self.shared,
+        }
+    }
+
+    /// The irq end: its own value, and the shared one to read.
+    pub(crate) fn irq(&self) -> DualGuard<'_, I, SpinLockIrqBackend, T> {
+        DualGuard {
+            guard: self.irq.lock(),
+            shared: &self.shared,
+        }
+    }
+
+    /// Both ends, and the shared value to change.
+    pub(crate) fn both(&self) -> BothGuard<'_, B, I, T> {
+        let bh = self.bh.lock();
+        let irq = self.irq.lock();
+        BothGuard {
+            irq,
+            bh,
+            shared: &self.shared,
+        }
+    }
+}
+
+/// One end of a [`DualLock`], held.
+pub(crate) struct DualGuard<'a, S, K: Backend, T> {
+    guard: Guard<'a, S, K>,
+    shared: &'a UnsafeCell<T>,
+}
+
+impl<S: Unpin, K: Backend, T> DualGuard<'_, S, K, T> {
+    /// The shared value.
+    pub(crate) fn shared(&self) -> &T {
+        // SAFETY: one of the two locks is held (by `guard`) for as long as
+        // the reference lives, so no `BothGuard` exists: nobody has `&mut T`.
+        unsafe { &*self.shared.get() }
+    }
+
+    /// This end's value to change, and the shared value to read.
+    pub(crate) fn parts(&mut self) -> (&mut S, &T) {
+        // SAFETY: as in `shared`.
+        let shared = unsafe { &*self.shared.get() };
+        (&mut *self.guard, shared)
+    }
+}
+
+/// Both ends of a [`DualLock`], held. Fields drop in order: the irq lock is
+/// released before the `_bh` one.
+pub(crate) struct BothGuard<'a, B, I, T> {
+    irq: Guard<'a, I, SpinLockIrqBackend>,
+    bh: Guard<'a, B, SpinLockBhBackend>,
+    shared: &'a UnsafeCell<T>,
+}
+
+impl<B: Unpin, I: Unpin, T> BothGuard<'_, B, I, T> {
+    /// Both ends' values and the shared value, all to change.
+    pub(crate) fn parts(&mut self) -> (&mut B, &mut I, &mut T) {
+        // SAFETY: both locks are held for as long as the reference lives,
+        // so no `DualGuard` of this lock exists and this is the only
+        // reference to the value (`&mut self` keeps it unique here).
+        let shared = unsafe { &mut *self.shared.get() };
+        (&mut *self.bh, &mut *self.irq, shared)
+    }
 }

@@ -11,6 +11,7 @@
 
 use crate::bindings as b;
 use crate::oxe_core::abi::{OxeQueueMap, OXE_QUEUE_CONSUMER, OXE_QUEUE_PRODUCER, OXE_QUEUE_SLOTS};
+use crate::oxe_core::queue::Resize;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use kernel::page::PAGE_SIZE;
@@ -180,16 +181,40 @@ impl Ring {
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.slot_ptr(idx), n) };
     }
 
+    /// Takes over a resized queue's entries: those of `old` from index
+    /// `consumer` up to `producer` are copied to the same indices here, and
+    /// this ring's indices are set to the two (see `oxe_core::queue`).
+    /// `EINVAL` if they do not fit or `old`'s indices make no sense. Both
+    /// rings must be out of every other user's reach meanwhile.
+    pub(crate) fn adopt(&self, old: &Ring, consumer: u32, producer: u32) -> Result {
+        let plan = Resize::new(consumer, producer, old.num_slots, self.num_slots)
+            .map_err(super::error::from_core)?;
+        let n = old.slot_size.min(self.slot_size) as usize;
+        for (from, to) in plan.moves() {
+            // SAFETY: two distinct live allocations; each slot lies within
+            // its own (`slot_ptr`), and `n` is at most either slot's size.
+            // User space may write the old slot meanwhile, which only makes
+            // the copied bytes arbitrary; readers validate them anyway.
+            unsafe { core::ptr::copy_nonoverlapping(old.slot_ptr(from), self.slot_ptr(to), n) };
+        }
+        self.set_consumer(consumer);
+        self.set_producer(producer);
+        Ok(())
+    }
+
     /// Stops mapping: user space can no longer map the queue (the memory
     /// lives on until existing mappings go). Call while the user context
-    /// is alive, i.e. from the destroy verb.
+    /// is alive, i.e. from the destroy verb, and never under a spinlock:
+    /// removing the entry sleeps. See [`Ring::detach`] for that case.
     pub(crate) fn unmap(&self) {
-        let e = self.entry.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        if !e.is_null() {
-            // SAFETY: inserted in `new` and removed once (the swap); ib_core
-            // calls mmap_free when the last reference goes.
-            unsafe { b::rdma_user_mmap_entry_remove(&raw mut (*e).rdma) };
-        }
+        drop(self.detach());
+    }
+
+    /// Takes the mmap entry off the ring, for removal once the returned
+    /// value is dropped: cheap enough for a spinlock's critical section, the
+    /// sleeping part left to after it.
+    pub(crate) fn detach(&self) -> Detached {
+        Detached(self.entry.swap(core::ptr::null_mut(), Ordering::AcqRel))
     }
 }
 
@@ -197,6 +222,22 @@ impl Drop for Ring {
     fn drop(&mut self) {
         // Normally done by the destroy verb already.
         self.unmap();
+    }
+}
+
+/// A ring's mmap entry, taken off by [`Ring::detach`]: removed (so user
+/// space can map the queue no more) when dropped, which may sleep.
+#[must_use = "dropping it removes the entry; drop it outside the lock"]
+pub(crate) struct Detached(*mut MmapEntry);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: inserted in `Ring::new` and taken off the ring once
+            // (the swap in `detach`), so removed once; ib_core calls
+            // mmap_free when its last reference goes.
+            unsafe { b::rdma_user_mmap_entry_remove(&raw mut (*self.0).rdma) };
+        }
     }
 }
 

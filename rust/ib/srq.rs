@@ -6,9 +6,9 @@ use super::device::IbDev;
 use super::error::to_c_int;
 use super::objects::PdId;
 use super::queue::Uctx;
-use super::udata::UData;
+use super::udata::{write_user, UData};
 use crate::bindings as b;
-use crate::oxe_core::abi::OxeCreateSrqResp;
+use crate::oxe_core::abi::{OxeCreateSrqResp, OxeModifySrqCmd, OxeResizeSrqResp};
 use crate::srq::Srq;
 use core::ptr::NonNull;
 use kernel::ffi::c_int;
@@ -78,10 +78,10 @@ pub(super) unsafe extern "C" fn create_srq(
             a.attr.srq_limit,
             SrqHandle(NonNull::new(ibsrq).ok_or(EINVAL)?),
         )?;
-        a.attr.max_wr = srq.ring.num_slots();
+        a.attr.max_wr = srq.capacity();
         a.attr.max_sge = srq.max_sge;
         let resp = OxeCreateSrqResp {
-            srq: srq.ring.map(),
+            srq: srq.map(),
             srq_num: 0,
             reserved: 0,
         };
@@ -97,6 +97,14 @@ pub(super) unsafe extern "C" fn create_srq(
     to_c_int(r)
 }
 
+/// ib_core's modify_srq: arming the limit (IB_SRQ_LIMIT) and resizing
+/// (IB_SRQ_MAX_WR), from user space or kernel consumers (null udata).
+///
+/// uverbs' MODIFY_SRQ has no reply, so a user resize names, in oxe's
+/// driver data, the address where the new ring's description goes. The
+/// new ring is allocated and described there before the SRQ moves to it:
+/// the move is the last step, so a refusal changes nothing.
+///
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
@@ -104,20 +112,48 @@ pub(super) unsafe extern "C" fn modify_srq(
     ibsrq: *mut b::ib_srq,
     attr: *mut b::ib_srq_attr,
     mask: b::ib_srq_attr_mask,
-    _udata: *mut b::ib_udata,
+    udata: *mut b::ib_udata,
 ) -> c_int {
     let r = (|| {
         // SAFETY: an oxe SRQ alive for the call.
         let srq = unsafe { get(ibsrq) }.ok_or(EINVAL)?;
-        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-            // No resizing.
-            return Err(EOPNOTSUPP);
+        // SAFETY: ib_core's attributes.
+        let a = unsafe { &*attr };
+        let limit = (mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0).then_some(a.srq_limit);
+        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR == 0 {
+            return limit.map_or(Ok(()), |l| srq.set_limit(l));
         }
-        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-            // SAFETY: ib_core's attributes.
-            srq.set_limit(unsafe { (*attr).srq_limit })?;
+        // SAFETY: the call's udata, or null.
+        let udata = unsafe { UData::new(udata) };
+        let mut cmd = [0u8; OxeModifySrqCmd::SIZE];
+        let user = udata.uctx().is_some();
+        let reply = if user {
+            let sent = udata.request(&mut cmd)?;
+            match OxeModifySrqCmd::from_bytes(&cmd) {
+                Some(c)
+                    if sent >= OxeModifySrqCmd::SIZE
+                        && c.resize_resp != 0
+                        && c.resize_resp_len as usize >= OxeResizeSrqResp::SIZE =>
+                {
+                    Some(c)
+                }
+                // No room for the reply: refused (see OxeModifySrqCmd).
+                _ => return Err(EINVAL),
+            }
+        } else {
+            None
+        };
+        let new = srq.new_ring(udata.uctx(), a.max_wr)?;
+        if let Some(c) = reply {
+            write_user(
+                c.resize_resp,
+                &OxeResizeSrqResp { srq: new.map() }.to_bytes(),
+            )?;
         }
-        Ok(())
+        let (r, unused) = srq.resize(new, limit);
+        // Out of the SRQ's locks: dropping a ring may sleep.
+        drop(unused);
+        r
     })();
     to_c_int(r)
 }
@@ -135,7 +171,7 @@ pub(super) unsafe extern "C" fn query_srq(
     };
     // SAFETY: ib_core's out struct.
     let a = unsafe { &mut *attr };
-    a.max_wr = srq.ring.num_slots();
+    a.max_wr = srq.capacity();
     a.max_sge = srq.max_sge;
     a.srq_limit = srq.limit();
     0

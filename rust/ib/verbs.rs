@@ -32,6 +32,7 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         destroy_cq: Some(super::cq::destroy_cq),
         poll_cq: Some(super::cq::poll_cq),
         req_notify_cq: Some(super::cq::req_notify_cq),
+        resize_user_cq: Some(super::cq::resize_cq),
         create_qp: Some(super::qp::create_qp),
         modify_qp: Some(super::qp::modify_qp),
         query_qp: Some(super::qp::query_qp),

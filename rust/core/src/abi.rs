@@ -43,6 +43,17 @@
 //! trusts an index it reads: a producer index more than `num_slots` ahead
 //! of its own consumer index is a broken queue, not a reason to read
 //! outside it.
+//!
+//! # Resized queues
+//!
+//! Resizing a CQ or an SRQ gives it a new buffer, with a new mapping
+//! described in the verb's reply ([`OxeResizeCqResp`],
+//! [`OxeResizeSrqResp`]). The entries between the two indices move to the
+//! new buffer at the same free-running indices, and both indices carry
+//! over unchanged, so neither side's private copy of its own index changes
+//! (`queue::Resize` plans the move). The provider holds its queue's lock
+//! across the verb, maps the new buffer and unmaps the old one; memory the
+//! old mapping covers stays valid until then but is no longer used.
 
 use core::fmt::Write;
 use core::mem::{offset_of, size_of};
@@ -241,6 +252,14 @@ abi_structs! {
         pub cq: OxeQueueMap,
     }
 
+    /// Reply to `resize_cq`: the CQ's new ring, which replaces the old one
+    /// (see "Resized queues" above). The old mapping stays valid until
+    /// unmapped but is no longer written.
+    "oxe_resize_cq_resp" => pub struct OxeResizeCqResp {
+        /// The new completion ring.
+        pub cq: OxeQueueMap,
+    }
+
     /// Reply to `create_qp`. A QP on an SRQ has an RQ of zero slots that
     /// must not be mapped.
     "oxe_create_qp_resp" => pub struct OxeCreateQpResp {
@@ -263,6 +282,27 @@ abi_structs! {
         pub srq_num: u32,
         /// Zero; room to grow.
         pub reserved: u32,
+    }
+
+    /// Driver data of `modify_srq`. uverbs' modify_srq has no response,
+    /// so a resize (`IB_SRQ_MAX_WR`) writes its reply, an
+    /// [`OxeResizeSrqResp`], to user memory at `resize_resp`. The kernel
+    /// refuses a user SRQ resize without it: the provider would go on
+    /// posting to a ring the kernel no longer reads.
+    "oxe_modify_srq_cmd" => pub struct OxeModifySrqCmd {
+        /// Address of the reply, in the calling process.
+        pub resize_resp: u64,
+        /// Bytes there; the kernel writes at most this many.
+        pub resize_resp_len: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Reply to a `modify_srq` that resized the SRQ: its new ring, which
+    /// replaces the old one (see "Resized queues" above).
+    "oxe_resize_srq_resp" => pub struct OxeResizeSrqResp {
+        /// The new shared receive ring.
+        pub srq: OxeQueueMap,
     }
 
     /// Reply to `create_ah`.
@@ -588,6 +628,30 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(OxeCqe::from_bytes(&c.to_bytes()), Some(c));
+    }
+
+    #[test]
+    fn resize_structs_round_trip() {
+        let map = OxeQueueMap {
+            mmap_offset: 0x5000,
+            mmap_len: 8192,
+            num_slots: 64,
+            slot_size: 64,
+        };
+        let cq = OxeResizeCqResp { cq: map };
+        assert_eq!(OxeResizeCqResp::from_bytes(&cq.to_bytes()), Some(cq));
+        let srq = OxeResizeSrqResp { srq: map };
+        assert_eq!(OxeResizeSrqResp::from_bytes(&srq.to_bytes()), Some(srq));
+        let cmd = OxeModifySrqCmd {
+            resize_resp: 0x7fff_0000_1000,
+            resize_resp_len: OxeResizeSrqResp::SIZE as u32,
+            reserved: 0,
+        };
+        let b = cmd.to_bytes();
+        assert_eq!(&b[0..8], &0x7fff_0000_1000u64.to_ne_bytes());
+        assert_eq!(OxeModifySrqCmd::from_bytes(&b), Some(cmd));
+        // A provider that sends no driver data gives the kernel nothing.
+        assert_eq!(OxeModifySrqCmd::from_bytes(&[]), None);
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub mod opcode;
 pub mod packet;
 pub mod psn;
 pub mod qp_state;
+pub mod queue;
 pub mod range;
 pub mod rereg;
 #[cfg(test)]
