@@ -117,21 +117,22 @@ impl Cq {
         ring.producer() != ring.consumer()
     }
 
-    /// Kernel consumers: moves up to `out.len()` completions out.
-    pub(crate) fn poll(&self, mut each: impl FnMut(OxeCqe) -> bool, max: usize) -> usize {
+    /// Kernel consumers: moves up to `out.len()` completions out, and
+    /// returns how many. The caller looks their QPs up afterwards: a table
+    /// lookup holds softirqs off, which must not end inside this irq lock.
+    pub(crate) fn poll(&self, out: &mut [OxeCqe]) -> usize {
         let q = self.q.irq();
         let ring = q.shared();
         let prod = ring.producer();
         let mut cons = ring.consumer();
         let mut n = 0;
         let mut buf = [0u8; OxeCqe::SIZE];
-        while n < max && cons != prod {
+        while n < out.len() && cons != prod {
             ring.read_slot(cons, &mut buf);
             cons = cons.wrapping_add(1);
-            if let Some(cqe) = OxeCqe::from_bytes(&buf) {
-                if each(cqe) {
-                    n += 1;
-                }
+            if let (Some(cqe), Some(slot)) = (OxeCqe::from_bytes(&buf), out.get_mut(n)) {
+                *slot = cqe;
+                n += 1;
             }
         }
         ring.set_consumer(cons);
