@@ -2,12 +2,14 @@
 
 //! The receive path: a device's packets are checked (UDP length,
 //! ICRC, BTH, the opcode's headers) and handed to the QP they name, as a
-//! response for its completer or a request for its responder. Anything
-//! malformed is dropped and counted, never trusted further.
+//! response for its completer or a request for its responder; a packet to a
+//! multicast group goes to every QP attached to it. Anything malformed is
+//! dropped and counted, never trusted further.
 
 use crate::device::OxeDevice;
 use crate::ib::pkt::{RxPacket, ICRC_LEN};
-use crate::oxe_core::{icrc, packet};
+use crate::oxe_core::bth::Bth;
+use crate::oxe_core::{gid, icrc, packet};
 
 /// A parsed packet (oxe-core's parser), and the IP header it came with.
 pub(crate) struct Packet<'a> {
@@ -62,6 +64,10 @@ impl OxeDevice {
     }
 
     fn dispatch(&self, p: &Packet<'_>) {
+        if p.bth.dest_qpn == Bth::MULTICAST_QPN {
+            self.dispatch_multicast(p);
+            return;
+        }
         let Some(qp) = self.qps.get(p.bth.dest_qpn) else {
             crate::counters::inc(&self.counters.rx_dropped);
             return;
@@ -73,5 +79,23 @@ impl OxeDevice {
         } else {
             qp.on_response(self, &mut q, p);
         }
+    }
+
+    /// A packet to a multicast group, named by its destination IP address:
+    /// a copy to every QP attached to the group. Each QP takes it as a
+    /// datagram of its own (state, UD opcode and Q_Key checked there).
+    fn dispatch_multicast(&self, p: &Packet<'_>) {
+        let delivered = p.info.is_request()
+            && gid::destination(p.ip).is_some_and(|mgid| {
+                self.mcast.for_each_member(&mgid, |qp| {
+                    let mut q = qp.inner.lock();
+                    qp.on_request(self, &mut q, p);
+                })
+            });
+        crate::counters::inc(if delivered {
+            &self.counters.rx_packets
+        } else {
+            &self.counters.rx_dropped
+        });
     }
 }
