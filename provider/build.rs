@@ -128,6 +128,8 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_function("ibv_cmd_destroy_srq")
         .allowlist_function("ibv_cmd_create_ah")
         .allowlist_function("ibv_cmd_destroy_ah")
+        .allowlist_function("ibv_cmd_attach_mcast")
+        .allowlist_function("ibv_cmd_detach_mcast")
         .allowlist_function("_verbs_init_and_alloc_context")
         .allowlist_function("verbs_uninit_context")
         .allowlist_function("verbs_set_ops")

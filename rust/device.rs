@@ -18,6 +18,7 @@ use crate::av::Ah;
 use crate::bindings as b;
 use crate::ib::pkt::RxPacket;
 use crate::ib::work::{RxQueue, WorkFn};
+use crate::mcast::Groups;
 use crate::qp::Qp;
 use crate::table::Table;
 
@@ -52,6 +53,8 @@ pub(crate) struct OxeDevice {
     rxq: Option<RxQueue>,
     /// Live QPs by number.
     pub(crate) qps: Pin<KBox<Table<Qp>>>,
+    /// Multicast groups and the UD QPs attached to them.
+    pub(crate) mcast: Pin<KBox<Groups>>,
     /// User address handles by number.
     pub(crate) ahs: Pin<KBox<Table<Ah>>>,
     /// /sys/kernel/debug/oxe/<name>/, holding one file per MR.
@@ -74,6 +77,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
         OxeDevice {
             rxq: None,
             qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,
+            mcast: KBox::pin_init(Groups::new(), GFP_KERNEL)?,
             ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,
             debugfs: crate::ib::debugfs::device_dir(name),
             _sockets: PortSockets::get(&ndev)?,
@@ -131,6 +135,9 @@ impl OxeDevice {
         attr.max_srq_wr = crate::qp::MAX_WR;
         attr.max_srq_sge = crate::qp::MAX_SGE;
         attr.max_ah = i32::MAX as u32;
+        attr.max_mcast_grp = crate::mcast::MAX_GROUPS;
+        attr.max_mcast_qp_attach = crate::mcast::MAX_QPS_PER_GROUP as u32;
+        attr.max_total_mcast_qp_attach = crate::mcast::MAX_ATTACHMENTS;
         attr.max_pkeys = 1;
         attr.local_ca_ack_delay = 15;
         attr.device_cap_flags = b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64

@@ -8,7 +8,7 @@
 //! registration), `keys.rs` (lkey/rkey table), `net.rs` (UDP port 4791),
 //! `counters.rs`; the data path: `cq.rs`, `qp.rs`, `srq.rs`, `av.rs`,
 //! `req.rs` (requester and completer), `resp.rs` (responder), `recv.rs`
-//! (receive dispatch), `tx.rs` (packet building), `xfer.rs` (every memory
+//! (receive dispatch), `mcast.rs` (multicast groups), `tx.rs` (packet building), `xfer.rs` (every memory
 //! access checked against the registration rules), `wr.rs` (work requests
 //! and completions); `ib/` is the only code that touches C.
 
@@ -21,6 +21,7 @@ mod cq;
 mod device;
 mod ib;
 mod keys;
+mod mcast;
 mod mr;
 mod net;
 #[path = "core/src/lib.rs"]

@@ -191,6 +191,8 @@ pub(crate) struct Qp {
     pub(crate) kernel: Option<KernelToken>,
     /// UDP source port: spreads QPs over flows, as RoCE v2 intends.
     pub(crate) sport: u16,
+    /// Multicast groups the QP is attached to (kept by `mcast.rs`).
+    pub(crate) mcast_groups: AtomicU32,
     #[pin]
     kpost: SpinLockIrq<KernelPost>,
     #[pin]
@@ -314,6 +316,7 @@ impl Qp {
                 sq_sig_all: init.sq_sig_all,
                 kernel: init.kernel,
                 sport: 0xc000 | (qpn_hint as u16 & 0x3fff),
+                mcast_groups: AtomicU32::new(0),
                 kpost <- kernel::new_spinlock_irq!(KernelPost { sq: 0, rq: 0 }),
                 handle <- kernel::new_spinlock_irq!(Some(init.handle)),
                 kav <- kernel::new_spinlock_irq!(kav),
@@ -642,9 +645,11 @@ impl Qp {
     /// The destroy verb: no more work, no more events, out of the table.
     pub(crate) fn destroy(&self, drv: &OxeDevice) {
         drv.qps.remove(self.qpn());
-        // A receive softirq may have looked the QP up just before; once it
-        // is done, ib_core's reference is the last, and dropping it (which
-        // cancels the work item, so sleeps) happens in process context.
+        drv.mcast.forget(self);
+        // A receive softirq may have looked the QP up just before (by
+        // number or in a multicast group); once it is done, ib_core's
+        // reference is the last, and dropping it (which cancels the work
+        // item, so sleeps) happens in process context.
         crate::ib::lock::wait_for_receivers();
         {
             let mut q = self.lock();

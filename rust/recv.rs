@@ -2,14 +2,16 @@
 
 //! The receive path: a device's packets are checked (UDP length,
 //! ICRC, BTH, the opcode's headers) and handed to the QP they name, as a
-//! response for its completer or a request for its responder. Anything
-//! malformed is dropped and counted, never trusted further.
+//! response for its completer or a request for its responder; a packet to a
+//! multicast group goes to every QP attached to it. Anything malformed is
+//! dropped and counted, never trusted further.
 
 use crate::device::OxeDevice;
 use crate::ib::pkt::{RxPacket, ICRC_LEN};
+use crate::oxe_core::bth::Bth;
 use crate::oxe_core::opcode::{Operation, Transport};
 use crate::oxe_core::qp_state::QpType;
-use crate::oxe_core::{icrc, packet};
+use crate::oxe_core::{gid, icrc, packet};
 use crate::qp::Qp;
 use core::sync::atomic::Ordering;
 
@@ -64,6 +66,10 @@ impl OxeDevice {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
+            if p.bth.dest_qpn == Bth::MULTICAST_QPN {
+                self.dispatch_multicast(&p);
+                return;
+            }
             let Some(qp) = self.qps.get(p.bth.dest_qpn) else {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
@@ -150,5 +156,21 @@ impl Qp {
             self.backlogged.fetch_sub(1, Ordering::AcqRel);
         }
         true
+    }
+}
+
+impl OxeDevice {
+    /// A packet to a multicast group, named by its destination IP address:
+    /// a copy to every QP attached to the group. Each QP takes it as a
+    /// datagram of its own (state, UD opcode and Q_Key checked there).
+    fn dispatch_multicast(&self, p: &Packet<'_>) {
+        let delivered = p.info.is_request()
+            && gid::destination(p.ip)
+                .is_some_and(|mgid| self.mcast.for_each_member(&mgid, |qp| qp.process(self, p)));
+        crate::counters::inc(if delivered {
+            &self.counters.rx_packets
+        } else {
+            &self.counters.rx_dropped
+        });
     }
 }

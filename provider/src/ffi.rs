@@ -257,6 +257,9 @@ fn context_ops() -> sys::verbs_context_ops {
         post_srq_recv: Some(ffi_srq::post_srq_recv),
         create_ah: Some(ffi_ah::create_ah),
         destroy_ah: Some(ffi_ah::destroy_ah),
+        // Multicast membership is the kernel's: the plain commands do it.
+        attach_mcast: Some(sys::ibv_cmd_attach_mcast),
+        detach_mcast: Some(sys::ibv_cmd_detach_mcast),
         ..Default::default()
     }
 }
@@ -659,9 +662,9 @@ mod tests {
         // destroy_cq, resize_cq. QPs: create_qp, create_qp_ex, modify_qp, query_qp,
         // destroy_qp, post_send, post_recv. SRQs: create_srq, modify_srq,
         // query_srq, destroy_srq, post_srq_recv. AHs: create_ah,
-        // destroy_ah. Everything else must stay NULL so libibverbs answers
-        // it with EOPNOTSUPP.
-        assert_eq!(set, 28);
+        // destroy_ah. Multicast: attach_mcast, detach_mcast. Everything
+        // else must stay NULL so libibverbs answers it with EOPNOTSUPP.
+        assert_eq!(set, 30);
         let ops = context_ops();
         for implemented in [
             ops.free_context.is_some(),
@@ -679,6 +682,7 @@ mod tests {
             ops.query_srq.is_some() && ops.destroy_srq.is_some(),
             ops.post_srq_recv.is_some(),
             ops.create_ah.is_some() && ops.destroy_ah.is_some(),
+            ops.attach_mcast.is_some() && ops.detach_mcast.is_some(),
         ] {
             assert!(implemented);
         }
@@ -686,7 +690,7 @@ mod tests {
         assert!(ops.modify_cq.is_none());
         assert!(ops.create_srq_ex.is_none() && ops.open_qp.is_none());
         assert!(ops.alloc_mw.is_none() && ops.bind_mw.is_none());
-        assert!(ops.attach_mcast.is_none() && ops.create_wq.is_none());
+        assert!(ops.create_wq.is_none());
     }
 
     #[test]

@@ -92,6 +92,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
     let expected: BTreeSet<&str> = [
         "_verbs_init_and_alloc_context",
         "ibv_cmd_alloc_pd",
+        "ibv_cmd_attach_mcast",
         "ibv_cmd_create_ah",
         "ibv_cmd_create_cq",
         "ibv_cmd_create_cq_ex",
@@ -104,6 +105,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
         "ibv_cmd_destroy_cq",
         "ibv_cmd_destroy_qp",
         "ibv_cmd_destroy_srq",
+        "ibv_cmd_detach_mcast",
         "ibv_cmd_get_context",
         "ibv_cmd_modify_qp",
         "ibv_cmd_modify_srq",

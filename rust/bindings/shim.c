@@ -20,6 +20,7 @@
 #include <net/ip6_route.h>
 #include <net/route.h>
 #include <net/ipv6.h>
+#include <net/if_inet6.h>
 #include <net/udp.h>
 #include "shim.h"
 
@@ -193,6 +194,36 @@ void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev)
 {
 	return READ_ONCE(ndev->mtu);
+}
+
+static bool oxe_mc_mac(const struct net_device *ndev, const u8 *gid, u8 *mac)
+{
+	__be32 v4;
+
+	if (ndev->addr_len != ETH_ALEN)
+		return false;
+	if (ipv6_addr_v4mapped((const struct in6_addr *)gid)) {
+		memcpy(&v4, gid + 12, sizeof(v4));
+		ip_eth_mc_map(v4, (char *)mac);
+	} else {
+		ipv6_eth_mc_map((const struct in6_addr *)gid, (char *)mac);
+	}
+	return true;
+}
+
+int oxe_shim_dev_mc_add(struct net_device *ndev, const u8 *gid)
+{
+	u8 mac[ETH_ALEN];
+
+	return oxe_mc_mac(ndev, gid, mac) ? dev_mc_add(ndev, mac) : 0;
+}
+
+void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid)
+{
+	u8 mac[ETH_ALEN];
+
+	if (oxe_mc_mac(ndev, gid, mac))
+		dev_mc_del(ndev, mac);
 }
 
 void oxe_shim_udp_tunnel_close(struct socket *sock)

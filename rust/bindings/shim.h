@@ -42,6 +42,13 @@ int oxe_shim_udp_tunnel_open(struct net *net, bool ipv6, struct socket **sockp,
 			     int (*rcv)(struct sock *sk, struct sk_buff *skb));
 void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event_type type);
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
+/*
+ * The link-layer address the IP stack maps multicast GID @gid (16 bytes,
+ * IPv4-mapped or IPv6) to, added to or removed from @ndev's receive filter
+ * (reference counted). Devices without Ethernet addresses have no filter.
+ */
+int oxe_shim_dev_mc_add(struct net_device *ndev, const u8 *gid);
+void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
 struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr);
 struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_device *ib);

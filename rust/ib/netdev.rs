@@ -61,10 +61,59 @@ impl NetDev {
     }
 }
 
+impl Clone for NetDev {
+    /// Another reference to the same net_device.
+    fn clone(&self) -> Self {
+        // SAFETY: our reference keeps the device alive (type invariant).
+        unsafe { b::oxe_shim_dev_hold(self.as_ptr()) };
+        // INVARIANT: we just took the reference.
+        NetDev(self.0)
+    }
+}
+
 impl Drop for NetDev {
     fn drop(&mut self) {
-        // SAFETY: balances the dev_hold taken in `hold` (type invariant).
+        // SAFETY: balances the dev_hold taken in `hold` or `clone` (type invariant).
         unsafe { b::oxe_shim_dev_put(self.as_ptr()) };
+    }
+}
+
+/// A multicast group's link-layer address in a netdev's receive filter,
+/// for as long as this lives: the IP multicast MAC of the group's GID, so
+/// that a NIC which filters multicast passes the group's packets up. The
+/// filter counts references, so entries shared with others (the IP stack's
+/// own group memberships) stay until the last user goes.
+///
+/// # Invariants
+///
+/// `dev_mc_add` succeeded for `gid` on `ndev`; `drop` undoes it.
+pub(crate) struct McFilter {
+    ndev: NetDev,
+    gid: [u8; 16],
+}
+
+impl McFilter {
+    /// Adds the address of multicast group `gid` to `ndev`'s filter.
+    /// Process context (not under a spinlock: it changes the netdev's rx mode).
+    pub(crate) fn add(ndev: &NetDev, gid: &[u8; 16]) -> Result<Self> {
+        // SAFETY: the held netdev is alive (NetDev invariant); `gid` is 16
+        // readable bytes.
+        let ret = unsafe { b::oxe_shim_dev_mc_add(ndev.as_ptr(), gid.as_ptr()) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: added just above.
+        Ok(McFilter {
+            ndev: ndev.clone(),
+            gid: *gid,
+        })
+    }
+}
+
+impl Drop for McFilter {
+    fn drop(&mut self) {
+        // SAFETY: the held netdev is alive; balances the add (type invariant).
+        unsafe { b::oxe_shim_dev_mc_del(self.ndev.as_ptr(), self.gid.as_ptr()) };
     }
 }
 

@@ -178,6 +178,47 @@ pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
     0
 }
 
+/// ops.attach_mcast. ib_core has checked that the QP is UD and the GID
+/// multicast; the MLID means nothing on RoCE (a group is its GID).
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn attach_mcast(
+    ibqp: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    _mlid: u16,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an oxe QP alive for the call.
+        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: ib_core passes a valid GID; every field is its 16 bytes.
+        let mgid = unsafe { *(*gid).raw.as_ref() };
+        qp.drv()?.attach_mcast(qp, &mgid)
+    })();
+    to_c_int(r)
+}
+
+/// ops.detach_mcast.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn detach_mcast(
+    ibqp: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    _mlid: u16,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an oxe QP alive for the call.
+        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: ib_core passes a valid GID; every field is its 16 bytes.
+        let mgid = unsafe { *(*gid).raw.as_ref() };
+        qp.drv()?.detach_mcast(qp, &mgid)
+    })();
+    to_c_int(r)
+}
+
 /// The address vector of an ib_core AH attribute (RoCE: GRH required).
 pub(super) fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
     let mut c = b::oxe_av::default();

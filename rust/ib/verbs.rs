@@ -39,6 +39,8 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         destroy_qp: Some(super::qp::destroy_qp),
         post_send: Some(super::qp::post_send),
         post_recv: Some(super::qp::post_recv),
+        attach_mcast: Some(super::qp::attach_mcast),
+        detach_mcast: Some(super::qp::detach_mcast),
         create_srq: Some(super::srq::create_srq),
         modify_srq: Some(super::srq::modify_srq),
         query_srq: Some(super::srq::query_srq),

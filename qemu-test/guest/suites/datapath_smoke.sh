@@ -1,5 +1,5 @@
-# Suite: the data path in its simplest forms, on one device (loopback) and
-# between two devices in two namespaces: rdma-core's pingpong examples.
+# Suite: the data path in its simplest forms, on one device (loopback):
+# rdma-core's pingpong examples, rping and mckey.
 # Each check names its tool and direction; the suite fails on the first miss.
 
 # The GID index of DEV's IPv4 (v4-mapped) RoCE v2 entry.
@@ -52,6 +52,10 @@ suite_datapath_smoke() { # dev
         "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" 18515 || fails=$((fails + 1))
     pair rping_loopback 120 "rping -s -a 10.11.0.1 -C 5 -v" \
         "rping -c -a 10.11.0.1 -C 5 -v" || fails=$((fails + 1))
+    # UD multicast through RDMA-CM: three receiving QPs in one group, each
+    # must get all 20 datagrams of a sender whose own QP is in the group too.
+    pair mckey_loopback 120 "mckey -m 230.11.0.7 -b 10.11.0.1 -c 3 -C 20" \
+        "mckey -m 230.11.0.7 -b 10.11.0.1 -s -C 20" || fails=$((fails + 1))
     rdma -d statistic show link "$dev/1" 2>/dev/null | tr ' ' '\n' | grep -A1 -E '^rx_' | paste - - || true
     [ $fails = 0 ]
 }

@@ -61,6 +61,9 @@ impl Bth {
     /// The default partition key (full member of the default partition),
     /// which RoCE uses when no partitioning is configured.
     pub const DEFAULT_PKEY: u16 = 0xffff;
+    /// The DestQP of every multicast packet, as IBTA defines it: each QP attached
+    /// to the group its destination GID names receives it.
+    pub const MULTICAST_QPN: u32 = 0x00ff_ffff;
 }
 
 impl WireHeader for Bth {

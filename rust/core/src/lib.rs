@@ -50,6 +50,7 @@ pub mod aeth;
 pub mod bth;
 pub mod errno;
 pub mod ext_headers;
+pub mod gid;
 pub mod icrc;
 pub mod key;
 pub mod opcode;

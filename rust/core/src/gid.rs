@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+
+//! RoCE v2 GIDs as IP addresses (IBTA Annex A17): an IPv6 address, or
+//! an IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`). What the receive
+//! path needs of them: the GID a packet was sent to, taken from its IP
+//! header, and whether a GID names a multicast group.
+
+/// A 16-byte GID, in network byte order.
+pub type Gid = [u8; 16];
+
+/// Bytes 0..12 of an IPv4-mapped IPv6 address.
+const V4_MAPPED_PREFIX: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+
+/// The GID of IPv4 address `addr` (`::ffff:a.b.c.d`).
+pub fn from_ipv4(addr: [u8; 4]) -> Gid {
+    let mut g = [0u8; 16];
+    let (prefix, v4) = g.split_at_mut(12);
+    prefix.copy_from_slice(&V4_MAPPED_PREFIX);
+    v4.copy_from_slice(&addr);
+    g
+}
+
+/// The IPv4 address inside an IPv4-mapped GID; `None` for an IPv6 GID.
+pub fn to_ipv4(gid: &Gid) -> Option<[u8; 4]> {
+    let (prefix, v4) = gid.split_first_chunk::<12>()?;
+    if *prefix != V4_MAPPED_PREFIX {
+        return None;
+    }
+    v4.try_into().ok()
+}
+
+/// Whether `gid` is a multicast address: IPv6 `ff00::/8`, or IPv4
+/// `224.0.0.0/4` mapped.
+pub fn is_multicast(gid: &Gid) -> bool {
+    match to_ipv4(gid) {
+        Some([a, ..]) => a & 0xf0 == 0xe0,
+        None => gid.first() == Some(&0xff),
+    }
+}
+
+/// The destination GID of a packet, from its IP header (IPv4 or IPv6, by
+/// the version nibble); `None` if the header is too short or of neither
+/// version.
+pub fn destination(ip: &[u8]) -> Option<Gid> {
+    match ip.first()? >> 4 {
+        4 => Some(from_ipv4(*ip.get(16..20)?.first_chunk::<4>()?)),
+        6 => ip.get(24..40)?.try_into().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{destination, from_ipv4, is_multicast, to_ipv4, Gid};
+
+    fn v6(s: [u16; 8]) -> Gid {
+        let mut g = [0u8; 16];
+        for (i, w) in s.iter().enumerate() {
+            g[2 * i..2 * i + 2].copy_from_slice(&w.to_be_bytes());
+        }
+        g
+    }
+
+    #[test]
+    fn ipv4_mapping_round_trips() {
+        let g = from_ipv4([230, 0, 2, 15]);
+        assert_eq!(g, v6([0, 0, 0, 0, 0, 0xffff, 0xe600, 0x020f]));
+        assert_eq!(to_ipv4(&g), Some([230, 0, 2, 15]));
+        assert_eq!(to_ipv4(&v6([0xfe80, 0, 0, 0, 0, 0, 0, 1])), None);
+        // ::a.b.c.d (IPv4-compatible, deprecated) is not the mapped form.
+        assert_eq!(to_ipv4(&v6([0, 0, 0, 0, 0, 0, 0xe600, 1])), None);
+    }
+
+    #[test]
+    fn multicast_is_class_d_or_ff00() {
+        for a in [224u8, 230, 239] {
+            assert!(is_multicast(&from_ipv4([a, 1, 2, 3])), "{a}");
+        }
+        for a in [10u8, 127, 223, 240, 255] {
+            assert!(!is_multicast(&from_ipv4([a, 1, 2, 3])), "{a}");
+        }
+        assert!(is_multicast(&v6([0xff02, 0, 0, 0, 0, 0, 0, 1])));
+        assert!(is_multicast(&v6([0xff0e, 0, 0, 0, 0, 0, 0, 0x101])));
+        assert!(!is_multicast(&v6([0xfe80, 0, 0, 0, 0, 0, 0, 1])));
+        assert!(!is_multicast(&v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1])));
+        assert!(!is_multicast(&[0; 16]));
+    }
+
+    #[test]
+    fn destination_of_ip_headers() {
+        let mut h4 = [0u8; 20];
+        h4[0] = 0x45;
+        h4[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        h4[16..20].copy_from_slice(&[230, 0, 0, 1]);
+        assert_eq!(destination(&h4), Some(from_ipv4([230, 0, 0, 1])));
+        assert_eq!(destination(&h4[..19]), None);
+
+        let mut h6 = [0u8; 40];
+        h6[0] = 0x60;
+        let d = v6([0xff12, 0, 0, 0, 0, 0, 0, 7]);
+        h6[24..40].copy_from_slice(&d);
+        assert_eq!(destination(&h6), Some(d));
+        assert_eq!(destination(&h6[..39]), None);
+
+        h6[0] = 0x50;
+        assert_eq!(destination(&h6), None);
+        assert_eq!(destination(&[]), None);
+    }
+}
