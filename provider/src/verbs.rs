@@ -415,11 +415,21 @@ mod tests {
     }
 
     #[test]
-    fn qp_types_other_than_rc_and_ud_are_refused() {
+    fn qp_types_other_than_rc_uc_and_ud_are_refused() {
         assert_eq!(qp_kind(sys::IBV_QPT_RC), Ok(QpKind::Rc));
+        assert_eq!(qp_kind(sys::IBV_QPT_UC), Ok(QpKind::Uc));
         assert_eq!(qp_kind(sys::IBV_QPT_UD), Ok(QpKind::Ud));
+        let pd = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        assert_eq!(
+            check_qp_init_attr_ex(sys::IBV_QPT_UC, pd, 0, UC_SEND_OPS).map(|c| c.send_ops),
+            Ok(Some(UC_SEND_OPS))
+        );
+        // Reads and atomics need an answer UC never gives.
+        assert_eq!(
+            check_qp_init_attr_ex(sys::IBV_QPT_UC, pd, 0, RC_SEND_OPS),
+            Err(EOPNOTSUPP)
+        );
         for t in [
-            sys::IBV_QPT_UC,
             sys::IBV_QPT_XRC_SEND,
             sys::IBV_QPT_XRC_RECV,
             sys::IBV_QPT_RAW_PACKET,
