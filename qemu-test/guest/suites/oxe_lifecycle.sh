@@ -38,6 +38,9 @@ suite_oxe_lifecycle() {
     sleep 1
     [[ $(port_state oxe0) == *DOWN* ]] || fail "port $(port_state oxe0) with veth0 down" || return 1
     ip link set veth0 up
+    # IPv6 drops a link's addresses when it goes down (keep_addr_on_down is
+    # off): put this one back for the suites after this one (rping6).
+    ip addr replace fd11::1/64 dev veth0 nodad
     sleep 2
     [[ $(port_state oxe0) == *ACTIVE* ]] || fail "port $(port_state oxe0) with veth0 up" || return 1
 
