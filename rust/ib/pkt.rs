@@ -224,24 +224,32 @@ impl TxQueue {
     /// Sends everything queued, in order, unless another caller is sending
     /// already (it sends these too). A packet the network refuses is loss,
     /// which RC recovers from and UD tolerates.
+    ///
+    /// Each burst is sent with softirqs held off: the sender cannot be
+    /// preempted while it owns the queue (a high-priority work item pushing
+    /// behind a preempted owner would pile packets up unsent), and the burst
+    /// lands on one CPU's receive backlog, processed in order when softirqs
+    /// come back on.
     pub(crate) fn send_all(&self) {
-        while !self.sending.swap(true, Ordering::SeqCst) {
-            // The burst goes onto this CPU's receive backlog in one piece,
-            // processed in order when softirqs are back on: a sender that
-            // migrated halfway could put its second half on another CPU's
-            // backlog, ahead of the first.
-            loop {
-                // SAFETY: live queue; a dequeued skb is ours.
-                let skb = unsafe { b::oxe_shim_skbq_pop(self.q.as_ptr()) };
-                if skb.is_null() {
-                    break;
+        loop {
+            {
+                let _bh = super::lock::BhOff::new();
+                if self.sending.swap(true, Ordering::SeqCst) {
+                    return;
                 }
-                // SAFETY: a complete, routed packet (type invariant); consumed.
-                let _ = unsafe { b::oxe_shim_tx_send(skb) };
+                for _ in 0..TX_BURST {
+                    // SAFETY: live queue; a dequeued skb is ours.
+                    let skb = unsafe { b::oxe_shim_skbq_pop(self.q.as_ptr()) };
+                    if skb.is_null() {
+                        break;
+                    }
+                    // SAFETY: a complete, routed packet (type invariant); consumed.
+                    let _ = unsafe { b::oxe_shim_tx_send(skb) };
+                }
+                self.sending.store(false, Ordering::SeqCst);
             }
-            self.sending.store(false, Ordering::SeqCst);
-            // A packet queued after the last pop, whose caller saw us
-            // sending, is ours to send.
+            // Packets queued after the last pop, whose callers saw us
+            // sending, are ours to send.
             // SAFETY: live queue.
             if unsafe { b::oxe_shim_skbq_empty(self.q.as_ptr()) } {
                 return;
@@ -249,6 +257,10 @@ impl TxQueue {
         }
     }
 }
+
+/// Packets sent per softirq-off burst: well inside the per-CPU receive
+/// backlog (1000), and the size of the requester's own burst.
+const TX_BURST: u32 = 64;
 
 impl Drop for TxQueue {
     fn drop(&mut self) {
