@@ -11,7 +11,9 @@ use super::queue::Uctx;
 use super::udata::UData;
 use crate::av::Av;
 use crate::bindings as b;
+use crate::device::OxeDevice;
 use crate::oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe, OxeSge};
+use crate::oxe_core::gid::Gid;
 use crate::oxe_core::qp_state::QpType;
 use crate::qp::{Qp, QpAttr, QpCaps, QpInit};
 use core::ptr::NonNull;
@@ -189,14 +191,8 @@ pub(super) unsafe extern "C" fn attach_mcast(
     gid: *mut b::ib_gid,
     _mlid: u16,
 ) -> c_int {
-    let r = (|| {
-        // SAFETY: an oxe QP alive for the call.
-        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
-        // SAFETY: ib_core passes a valid GID; every field is its 16 bytes.
-        let mgid = unsafe { *(*gid).raw.as_ref() };
-        qp.drv()?.attach_mcast(qp, &mgid)
-    })();
-    to_c_int(r)
+    // SAFETY: the caller's contract is this callback's.
+    unsafe { on_group(ibqp, gid, OxeDevice::attach_mcast) }
 }
 
 /// ops.detach_mcast.
@@ -209,12 +205,26 @@ pub(super) unsafe extern "C" fn detach_mcast(
     gid: *mut b::ib_gid,
     _mlid: u16,
 ) -> c_int {
+    // SAFETY: the caller's contract is this callback's.
+    unsafe { on_group(ibqp, gid, |drv, qp, mgid| drv.detach_mcast(qp, mgid)) }
+}
+
+/// Runs a multicast group verb on the QP and group ib_core passes.
+///
+/// # Safety
+///
+/// `ibqp` is a live oxe ib_qp and `gid` a valid GID, for the call.
+unsafe fn on_group(
+    ibqp: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    op: fn(&OxeDevice, &Arc<Qp>, &Gid) -> Result,
+) -> c_int {
     let r = (|| {
         // SAFETY: an oxe QP alive for the call.
         let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
         // SAFETY: ib_core passes a valid GID; every field is its 16 bytes.
         let mgid = unsafe { *(*gid).raw.as_ref() };
-        qp.drv()?.detach_mcast(qp, &mgid)
+        op(qp.drv()?, qp, &mgid)
     })();
     to_c_int(r)
 }
