@@ -142,7 +142,11 @@ impl OxeDevice {
         attr.local_ca_ack_delay = 15;
         attr.device_cap_flags = b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64
             | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64
-            | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
+            | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64
+            // Memory Placement Extensions: FLUSH to global visibility and
+            // ATOMIC WRITE. Not FLUSH_PERSISTENT (see mr::SUPPORTED_ACCESS).
+            | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64
+            | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
         // `rdma link delete` may remove the device. Kernel PDs use lkey 0
         // (the device's local_dma_lkey) for kernel virtual addresses, which
         // oxe, without a DMA device, can copy to directly: no DMA MR needed.

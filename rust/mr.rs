@@ -21,13 +21,17 @@ use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-/// Access flags oxe implements for MRs. No ON_DEMAND, ZERO_BASED or FLUSH yet:
-/// asking for them is EOPNOTSUPP rather than a silent downgrade.
+/// Access flags oxe implements for MRs. No ON_DEMAND or ZERO_BASED yet, and
+/// no FLUSH_PERSISTENT: oxe cannot make a range persistent (it would need
+/// persistent memory behind every page, which rdma_rxe checks page by page;
+/// oxe does not claim the capability at all). Asking for any of them is
+/// EOPNOTSUPP rather than a silent downgrade.
 pub(crate) const SUPPORTED_ACCESS: u32 = Access::LOCAL_WRITE.bits()
     | Access::REMOTE_WRITE.bits()
     | Access::REMOTE_READ.bits()
     | Access::REMOTE_ATOMIC.bits()
     | Access::MW_BIND.bits()
+    | Access::FLUSH_GLOBAL.bits()
     | Access::RELAXED_ORDERING.bits();
 
 /// One memory region.
@@ -203,6 +207,21 @@ impl Mr {
         }
         let off = iova - st.range.iova();
         Ok(f(&st.pages.umem, off))
+    }
+}
+
+impl Mr {
+    /// Checks that a QP of PD `pd` may use the region for `op` at all,
+    /// wherever in it.
+    pub(crate) fn check_rights(&self, pd: PdId, op: AccessOp) -> core::result::Result<(), Denied> {
+        let st = self.state.lock();
+        if st.pd != pd {
+            return Err(Denied::Pd);
+        }
+        if !st.access.permits(op) {
+            return Err(Denied::Rights);
+        }
+        Ok(())
     }
 }
 

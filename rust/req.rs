@@ -9,9 +9,10 @@
 use crate::av::Av;
 use crate::device::OxeDevice;
 use crate::ib::work;
+use crate::oxe_core::abi::flush_attrs_split;
 use crate::oxe_core::abi::{OXE_SEND_FENCE, OXE_SEND_SIGNALED, OXE_SEND_SOLICITED};
 use crate::oxe_core::aeth::{rnr_timer_micros, NakCode, Syndrome};
-use crate::oxe_core::ext_headers::{AtomicEth, Deth, Reth};
+use crate::oxe_core::ext_headers::{AtomicEth, Deth, Feth, Reth};
 use crate::oxe_core::opcode::codes as op;
 use crate::oxe_core::qp_state::{QpState, QpType};
 use crate::oxe_core::{AccessOp, Psn};
@@ -38,14 +39,34 @@ pub(crate) fn wc_opcode(wr_opcode: u32) -> u32 {
         wr_op::RDMA_READ => wc_op::RDMA_READ,
         wr_op::ATOMIC_CMP_AND_SWP => wc_op::COMP_SWAP,
         wr_op::ATOMIC_FETCH_AND_ADD => wc_op::FETCH_ADD,
+        wr_op::FLUSH => wc_op::FLUSH,
+        wr_op::ATOMIC_WRITE => wc_op::ATOMIC_WRITE,
         _ => wc_op::SEND,
     }
 }
 
+/// Requests the responder answers with data rather than an acknowledgement,
+/// and holds a responder resource for (IBTA 9.7.4.1.x; the Memory Placement
+/// Extensions put FLUSH and ATOMIC WRITE in this class too): each is one
+/// request packet, counts against `max_rd_atomic`, and completes on its
+/// response only.
 fn is_read_or_atomic(opcode: u32) -> bool {
     matches!(
         opcode,
-        wr_op::RDMA_READ | wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD
+        wr_op::RDMA_READ
+            | wr_op::ATOMIC_CMP_AND_SWP
+            | wr_op::ATOMIC_FETCH_AND_ADD
+            | wr_op::FLUSH
+            | wr_op::ATOMIC_WRITE
+    )
+}
+
+/// Requests answered by RDMA READ response packets: reads with their data,
+/// FLUSH and ATOMIC WRITE with one empty READ RESPONSE Only.
+fn answered_by_read_response(opcode: u32) -> bool {
+    matches!(
+        opcode,
+        wr_op::RDMA_READ | wr_op::FLUSH | wr_op::ATOMIC_WRITE
     )
 }
 
@@ -141,6 +162,8 @@ impl Qp {
                     | wr_op::RDMA_READ
                     | wr_op::ATOMIC_CMP_AND_SWP
                     | wr_op::ATOMIC_FETCH_AND_ADD
+                    | wr_op::FLUSH
+                    | wr_op::ATOMIC_WRITE
             )
         };
         let mtu = q.mtu();
@@ -150,7 +173,7 @@ impl Qp {
             status = wc_status::LOC_LEN_ERR;
         } else if matches!(
             opcode,
-            wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD
+            wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD | wr_op::ATOMIC_WRITE
         ) && (w.len < 8 || w.wqe.remote_addr % 8 != 0)
         {
             status = if w.len < 8 {
@@ -313,6 +336,33 @@ impl Qp {
                             });
                             (h, 0, 0)
                         }
+                        wr_op::FLUSH => {
+                            let (placement_type, selectivity) = flush_attrs_split(w.swap);
+                            h.opcode = op::RC_FLUSH;
+                            h.psn = p.first_psn;
+                            h.ack_req = true;
+                            h.feth = Some(Feth {
+                                placement_type,
+                                selectivity,
+                            });
+                            h.reth = Some(Reth {
+                                va: w.remote_addr,
+                                rkey: w.rkey,
+                                dma_len: w.compare_add as u32,
+                            });
+                            (h, 0, 0)
+                        }
+                        wr_op::ATOMIC_WRITE => {
+                            h.opcode = op::RC_ATOMIC_WRITE;
+                            h.psn = p.first_psn;
+                            h.ack_req = true;
+                            h.reth = Some(Reth {
+                                va: w.remote_addr,
+                                rkey: w.rkey,
+                                dma_len: 8,
+                            });
+                            (h, 0, 8)
+                        }
                         wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD => {
                             let cas = w.opcode == wr_op::ATOMIC_CMP_AND_SWP;
                             h.opcode = if cas {
@@ -401,7 +451,10 @@ impl Qp {
             &hdrs,
             len as usize,
             |buf| {
-                if p.wr.is_inline() {
+                if p.wr.wqe.opcode == wr_op::ATOMIC_WRITE {
+                    buf.copy_from_slice(&p.wr.wqe.compare_add.to_ne_bytes());
+                    Ok(())
+                } else if p.wr.is_inline() {
                     let src =
                         p.wr.inline
                             .get(off as usize..(off + len) as usize)
@@ -646,12 +699,9 @@ impl Qp {
             | op::RC_RDMA_READ_RESPONSE_LAST
             | op::RC_RDMA_READ_RESPONSE_ONLY => {
                 let mtu = q.mtu();
-                let Some(idx) = q
-                    .req
-                    .pending
-                    .iter()
-                    .position(|p| !p.done && p.started && p.wr.wqe.opcode == wr_op::RDMA_READ)
-                else {
+                let Some(idx) = q.req.pending.iter().position(|p| {
+                    !p.done && p.started && answered_by_read_response(p.wr.wqe.opcode)
+                }) else {
                     return;
                 };
                 let expect = {
@@ -678,8 +728,15 @@ impl Qp {
                 let local = self.local(drv);
                 let p = &mut q.req.pending[idx];
                 let off = p.got * mtu;
-                let want = p.wr.len.saturating_sub(off).min(mtu) as usize;
-                if r.payload.len() != want {
+                let read = p.wr.wqe.opcode == wr_op::RDMA_READ;
+                // FLUSH and ATOMIC WRITE are answered by one empty response.
+                let want = if read {
+                    p.wr.len.saturating_sub(off).min(mtu) as usize
+                } else {
+                    0
+                };
+                let only = r.bth.opcode == op::RC_RDMA_READ_RESPONSE_ONLY;
+                if r.payload.len() != want || (!read && !only) {
                     p.done = true;
                     p.status = wc_status::BAD_RESP_ERR;
                 } else if let Err(e) = local.scatter(&p.wr.sges, off.into(), r.payload) {

@@ -25,6 +25,15 @@ use crate::xfer::{Local, LocalErr, Remote};
 const QP_REMOTE_WRITE: u32 = 1 << 1;
 const QP_REMOTE_READ: u32 = 1 << 2;
 const QP_REMOTE_ATOMIC: u32 = 1 << 3;
+const QP_FLUSH_GLOBAL: u32 = 1 << 8;
+const QP_FLUSH_PERSISTENT: u32 = 1 << 9;
+
+/// FETH placement types (bits; IBTA Memory Placement Extensions).
+const FLUSH_GLOBAL: u8 = 1 << 0;
+const FLUSH_PERSISTENT: u8 = 1 << 1;
+/// FETH selectivity levels: the RETH's range, or the whole region.
+const FLUSH_RANGE: u8 = 0;
+const FLUSH_MR: u8 = 1;
 
 /// `rdma_network_type` values for the completion's network header type.
 const RDMA_NETWORK_IPV4: u32 = 2;
@@ -110,6 +119,8 @@ impl Qp {
             Operation::RdmaWrite => self.place_write(drv, q, p),
             Operation::RdmaReadRequest => self.answer_read(drv, q, p, psn),
             Operation::CompareSwap | Operation::FetchAdd => self.execute_atomic(drv, q, p),
+            Operation::Flush => self.execute_flush(drv, q, p),
+            Operation::AtomicWrite => self.execute_atomic_write(drv, q, p),
             _ => Verdict::Fatal(NakCode::InvalidRequest),
         };
         match verdict {
@@ -195,6 +206,10 @@ impl Qp {
                     self.atomic_ack(drv, q, psn, orig);
                 }
             }
+            // Carried out already (the expected PSN is past it): answer
+            // again, without placing the ATOMIC WRITE a second time over
+            // whatever was written since.
+            Operation::Flush | Operation::AtomicWrite => self.empty_read_response(drv, q, psn),
             _ => {
                 if p.bth.ack_req {
                     let last = q.resp.epsn.sub(1);
@@ -496,6 +511,113 @@ impl Qp {
         q.resp.epsn = psn.next();
         self.atomic_ack(drv, q, psn, orig);
         Verdict::Answered
+    }
+
+    /// The answer to a FLUSH or an ATOMIC WRITE: an RDMA READ Response Only
+    /// without data, as the Memory Placement Extensions define (rdma_rxe
+    /// answers the same way, so either side can be the peer).
+    fn empty_read_response(&self, drv: &OxeDevice, q: &QpInner, psn: Psn) {
+        let Some(av) = self.peer(q) else { return };
+        let h = Headers {
+            opcode: op::RC_RDMA_READ_RESPONSE_ONLY,
+            psn,
+            dest_qpn: q.attr.dest_qpn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack {
+                    credits: CREDITS_INVALID,
+                },
+                msn: q.resp.msn & 0x00ff_ffff,
+            }),
+            ..Headers::default()
+        };
+        let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+    }
+
+    /// A request that was carried out: it takes its PSN and message number
+    /// and is answered by an empty read response.
+    fn answered_empty(&self, drv: &OxeDevice, q: &mut QpInner, psn: Psn) -> Verdict {
+        q.resp.msn = q.resp.msn.wrapping_add(1);
+        q.resp.epsn = psn.next();
+        self.empty_read_response(drv, q, psn);
+        Verdict::Answered
+    }
+
+    /// FLUSH: makes every earlier write through the QP reach the placement
+    /// point the FETH names, for the RETH's range or the whole region.
+    ///
+    /// The QP and the region must both grant the placement type. Every write
+    /// before the FLUSH was copied into the pages by a CPU before the FLUSH
+    /// was processed (the responder is serialized by the QP lock), so a full
+    /// fence makes them visible to every CPU: the global visibility point of
+    /// a device without a cache of its own. Persistence is never reached,
+    /// because no region can be registered with FLUSH_PERSISTENT (oxe does
+    /// not pin persistent memory; see `mr::SUPPORTED_ACCESS`), so a
+    /// persistent FLUSH is a remote access error, as IBTA requires.
+    fn execute_flush(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
+        let (Some(f), Some(Reth { va, rkey, dma_len })) = (p.feth, p.reth) else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        let global = f.placement_type & FLUSH_GLOBAL != 0;
+        let persistent = f.placement_type & FLUSH_PERSISTENT != 0;
+        if f.placement_type & !(FLUSH_GLOBAL | FLUSH_PERSISTENT) != 0
+            || !(global || persistent)
+            || !matches!(f.selectivity, FLUSH_RANGE | FLUSH_MR)
+        {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
+        let mut ops = [None, None];
+        if global {
+            if q.attr.access & QP_FLUSH_GLOBAL == 0 {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+            ops[0] = Some(AccessOp::FlushGlobal);
+        }
+        if persistent {
+            if q.attr.access & QP_FLUSH_PERSISTENT == 0 {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+            ops[1] = Some(AccessOp::FlushPersistent);
+        }
+        let remote = self.remote(drv);
+        for op in ops.into_iter().flatten() {
+            let checked = if f.selectivity == FLUSH_MR {
+                // The whole region: the RETH's address and length mean nothing.
+                remote.resolve_key(rkey, op)
+            } else {
+                remote.resolve(rkey, va, dma_len.into(), op)
+            };
+            if checked.is_err() {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        self.answered_empty(drv, q, p.bth.psn)
+    }
+
+    /// ATOMIC WRITE: 8 bytes stored at once through an rkey with remote
+    /// write rights, at a naturally aligned address (the Memory Placement
+    /// Extensions' rules for it, which are an atomic's plus write access).
+    fn execute_atomic_write(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
+        let Some(Reth { va, rkey, dma_len }) = p.reth else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        let Ok(bytes) = <[u8; 8]>::try_from(p.payload) else {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        };
+        if dma_len != 8 || va % 8 != 0 {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
+        if q.attr.access & QP_REMOTE_WRITE == 0 {
+            return Verdict::Fatal(NakCode::RemoteAccessError);
+        }
+        let remote = self.remote(drv);
+        let stored = remote
+            .resolve(rkey, va, 8, AccessOp::RemoteWrite)
+            .and_then(|mr| remote.atomic_write(&mr, va, u64::from_ne_bytes(bytes)));
+        if stored.is_err() {
+            return Verdict::Fatal(NakCode::RemoteAccessError);
+        }
+        self.answered_empty(drv, q, p.bth.psn)
     }
 
     /// A UD or GSI datagram: Q_Key check, then GRH and payload into the

@@ -10,7 +10,7 @@ use crate::device::OxeDevice;
 use crate::ib::pkt::{TxPacket, TxQueue, ICRC_LEN};
 use crate::oxe_core::aeth::Aeth;
 use crate::oxe_core::bth::Bth;
-use crate::oxe_core::ext_headers::{AtomicAckEth, AtomicEth, Deth, Ieth, ImmDt, Reth};
+use crate::oxe_core::ext_headers::{AtomicAckEth, AtomicEth, Deth, Feth, Ieth, ImmDt, Reth};
 use crate::oxe_core::opcode::{self, ExtHeader, BTH_LEN};
 use crate::oxe_core::wire::WireHeader;
 use crate::oxe_core::Psn;
@@ -25,6 +25,7 @@ pub(crate) struct Headers {
     pub(crate) ack_req: bool,
     pub(crate) solicited: bool,
     pub(crate) deth: Option<Deth>,
+    pub(crate) feth: Option<Feth>,
     pub(crate) reth: Option<Reth>,
     pub(crate) atomic: Option<AtomicEth>,
     pub(crate) aeth: Option<Aeth>,
@@ -87,6 +88,7 @@ pub(crate) fn transmit<E>(
         bth.write(buf).map_err(|_| EINVAL)?;
         let at = |x: ExtHeader| hs.offset_of(x);
         put(buf, at(ExtHeader::Deth), h.deth)?;
+        put(buf, at(ExtHeader::Feth), h.feth)?;
         put(buf, at(ExtHeader::Reth), h.reth)?;
         put(buf, at(ExtHeader::AtomicEth), h.atomic)?;
         put(buf, at(ExtHeader::Aeth), h.aeth)?;

@@ -17,6 +17,8 @@ pub(crate) mod wr_op {
     pub(crate) const ATOMIC_CMP_AND_SWP: u32 = 5;
     pub(crate) const ATOMIC_FETCH_AND_ADD: u32 = 6;
     pub(crate) const SEND_WITH_INV: u32 = 9;
+    pub(crate) const FLUSH: u32 = 14;
+    pub(crate) const ATOMIC_WRITE: u32 = 15;
 }
 
 /// `IBV_WC_*` / `IB_WC_*` completion opcodes.
@@ -26,6 +28,8 @@ pub(crate) mod wc_op {
     pub(crate) const RDMA_READ: u32 = 2;
     pub(crate) const COMP_SWAP: u32 = 3;
     pub(crate) const FETCH_ADD: u32 = 4;
+    pub(crate) const FLUSH: u32 = 8;
+    pub(crate) const ATOMIC_WRITE: u32 = 9;
     pub(crate) const RECV: u32 = 128;
     pub(crate) const RECV_RDMA_WITH_IMM: u32 = 129;
 }
@@ -91,6 +95,20 @@ pub(crate) fn read_send(ring: &Ring, idx: u32, max_inline: u32) -> Result<SendWr
     let wqe = OxeSendWqe::from_bytes(slot).ok_or(EINVAL)?;
     let body = &slot[OxeSendWqe::SIZE..];
     let n = wqe.num_sge as usize;
+    // These two carry no local data: ATOMIC WRITE's 8 bytes travel in the
+    // header (`compare_add`), and FLUSH has no payload at all.
+    if matches!(wqe.opcode, wr_op::ATOMIC_WRITE | wr_op::FLUSH) {
+        return Ok(SendWr {
+            wqe,
+            sges: KVec::new(),
+            inline: KVec::new(),
+            len: if wqe.opcode == wr_op::ATOMIC_WRITE {
+                8
+            } else {
+                0
+            },
+        });
+    }
     if wqe.send_flags & OXE_SEND_INLINE != 0 {
         if n > body.len() || wqe.num_sge > max_inline {
             return Err(EINVAL);

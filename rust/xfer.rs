@@ -166,6 +166,14 @@ impl Remote<'_> {
         Ok(mr)
     }
 
+    /// Resolves `rkey` for an operation on the whole region (a FLUSH of
+    /// selectivity MR): PD and rights are checked, no address range.
+    pub(crate) fn resolve_key(&self, rkey: u32, op: AccessOp) -> Result<Arc<Mr>, Denied> {
+        let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
+        mr.check_rights(self.pd, op)?;
+        Ok(mr)
+    }
+
     /// Writes `data` at `va` through `mr` (checked again, under the MR lock).
     pub(crate) fn write(&self, mr: &Mr, va: u64, data: &[u8]) -> Result<(), Denied> {
         mr.access(
@@ -185,6 +193,15 @@ impl Remote<'_> {
             p.read(o, out)
         })?
         .map_err(|_| Denied::Bounds)
+    }
+
+    /// Stores 8 bytes at `va` (8-byte aligned) as one store, atomic against
+    /// the device's other atomics and any CPU's aligned loads.
+    pub(crate) fn atomic_write(&self, mr: &Mr, va: u64, value: u64) -> Result<(), Denied> {
+        mr.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
+            p.atomic_store(o, value)
+        })?
+        .map_err(|_| Denied::Alignment)
     }
 
     /// An 8-byte atomic at `va`: compare-and-swap or fetch-and-add.

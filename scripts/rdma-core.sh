@@ -63,8 +63,13 @@ build() {
         { tail -30 cmake.log >&2; die "rdma-core cmake failed"; })
     (cd "$dir/build" && ninja >ninja.log 2>&1 || { tail -40 ninja.log >&2; die "rdma-core build failed"; })
     touch "$dir/.oxe-built"
-    # Builds for an older patch series are dead weight now.
-    find "$OXE_CACHE" -maxdepth 1 -name 'rdma-core-v59-*' ! -path "$dir" -exec rm -rf {} +
+    # Builds for older patch series are dead weight, but another checkout
+    # (a branch with a different series) may still be using one: keep the
+    # three built most recently, this one included (135 MB each).
+    local old
+    for old in $(ls -1td "$OXE_CACHE"/rdma-core-v59-*/.oxe-built 2>/dev/null | tail -n +4); do
+        rm -rf "$(dirname "$old")"
+    done
     echo "$dir"
 }
 

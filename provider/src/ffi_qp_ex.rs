@@ -12,6 +12,7 @@
 use core::ffi::{c_int, c_void};
 use core::slice;
 
+use oxe_core::abi::flush_attrs;
 use oxe_core::Errno;
 
 use crate::ffi::errno_ret;
@@ -49,6 +50,8 @@ pub(crate) fn install(ex: &mut sys::ibv_qp_ex, ops: u64) {
         has(sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP).then_some(wr_atomic_cmp_swp as _);
     ex.wr_atomic_fetch_add =
         has(sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add as _);
+    ex.wr_flush = has(sys::IBV_QP_EX_WITH_FLUSH).then_some(wr_flush as _);
+    ex.wr_atomic_write = has(sys::IBV_QP_EX_WITH_ATOMIC_WRITE).then_some(wr_atomic_write as _);
 }
 
 /// Runs `f` on the batch of the QP's send queue.
@@ -226,6 +229,55 @@ unsafe extern "C" fn wr_atomic_fetch_add(
     unsafe { begin(qp, SendOp::FetchAdd, |wr| wr.remote = remote) };
 }
 
+/// `wr_flush`. The RETH carries a 32-bit length: a longer range is EINVAL
+/// from `wr_complete`.
+unsafe extern "C" fn wr_flush(
+    qp: *mut sys::ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    len: usize,
+    placement: u8,
+    level: u8,
+) {
+    let Ok(len) = u32::try_from(len) else {
+        // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+        unsafe { with_batch(qp, |sq| sq.wr_fail(EINVAL)) };
+        return;
+    };
+    let remote = Remote {
+        addr: remote_addr,
+        rkey,
+        compare_add: u64::from(len),
+        swap: flush_attrs(placement, level),
+    };
+    // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+    unsafe { begin(qp, SendOp::Flush, |wr| wr.remote = remote) };
+}
+
+/// `wr_atomic_write`: `atomic_wr` points at the 8 bytes to store.
+unsafe extern "C" fn wr_atomic_write(
+    qp: *mut sys::ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    atomic_wr: *const c_void,
+) {
+    if atomic_wr.is_null() {
+        // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+        unsafe { with_batch(qp, |sq| sq.wr_fail(EINVAL)) };
+        return;
+    }
+    // SAFETY: the application passes 8 readable bytes, of any alignment.
+    let bytes = unsafe { atomic_wr.cast::<[u8; 8]>().read_unaligned() };
+    let remote = Remote {
+        addr: remote_addr,
+        rkey,
+        compare_add: u64::from_ne_bytes(bytes),
+        swap: 0,
+    };
+    // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+    unsafe { begin(qp, SendOp::AtomicWrite, |wr| wr.remote = remote) };
+}
+
 /// `wr_set_ud_addr`.
 unsafe extern "C" fn wr_set_ud_addr(
     qp: *mut sys::ibv_qp_ex,
@@ -359,9 +411,9 @@ mod tests {
         assert!(ex.wr_send_inv.is_some() && ex.wr_rdma_write.is_some());
         assert!(ex.wr_rdma_write_imm.is_some() && ex.wr_rdma_read.is_some());
         assert!(ex.wr_atomic_cmp_swp.is_some() && ex.wr_atomic_fetch_add.is_some());
+        assert!(ex.wr_atomic_write.is_some() && ex.wr_flush.is_some());
         // Never offered.
         assert!(ex.wr_bind_mw.is_none() && ex.wr_local_inv.is_none());
         assert!(ex.wr_send_tso.is_none() && ex.wr_set_xrc_srqn.is_none());
-        assert!(ex.wr_atomic_write.is_none() && ex.wr_flush.is_none());
     }
 }

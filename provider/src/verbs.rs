@@ -193,7 +193,9 @@ pub(crate) const RC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
     | sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | sys::IBV_QP_EX_WITH_RDMA_READ
     | sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-    | sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+    | sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | sys::IBV_QP_EX_WITH_FLUSH
+    | sys::IBV_QP_EX_WITH_ATOMIC_WRITE) as u64;
 
 /// The builders a UC QP offers: sends and writes (IBTA table 38).
 pub(crate) const UC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
@@ -477,8 +479,6 @@ mod tests {
             sys::IBV_QP_EX_WITH_LOCAL_INV,
             sys::IBV_QP_EX_WITH_BIND_MW,
             sys::IBV_QP_EX_WITH_TSO,
-            sys::IBV_QP_EX_WITH_FLUSH,
-            sys::IBV_QP_EX_WITH_ATOMIC_WRITE,
         ] {
             assert_eq!(
                 check_qp_init_attr_ex(rc, pd | ops, 0, u64::from(missing)),

@@ -76,6 +76,11 @@ pub(crate) enum SendOp {
     CmpSwap,
     /// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
     FetchAdd,
+    /// `IBV_WR_FLUSH`: the range in `Remote::compare_add`, placement type
+    /// and selectivity in `Remote::swap` (see `oxe_core::abi::flush_attrs`).
+    Flush,
+    /// `IBV_WR_ATOMIC_WRITE`: the 8 bytes in `Remote::compare_add`.
+    AtomicWrite,
 }
 
 /// Which member of `ibv_send_wr`'s `wr` union an operation reads.
@@ -102,9 +107,10 @@ pub(crate) enum ImmKind {
 }
 
 impl SendOp {
-    /// The operation for an `IBV_WR_*` value, `None` for those oxe does not
-    /// implement (memory windows, local invalidate, TSO, flush, atomic
-    /// write).
+    /// The operation for an `IBV_WR_*` value in an `ibv_send_wr`, `None` for
+    /// those oxe does not implement (memory windows, local invalidate, TSO)
+    /// and for FLUSH and ATOMIC WRITE, whose operands `ibv_send_wr` has no
+    /// member for (libibverbs offers them through `ibv_wr_*` only).
     pub(crate) fn from_ibv(opcode: u32) -> Option<Self> {
         Some(match opcode {
             sys::IBV_WR_SEND => Self::Send,
@@ -130,6 +136,8 @@ impl SendOp {
             Self::Read => sys::IBV_WR_RDMA_READ,
             Self::CmpSwap => sys::IBV_WR_ATOMIC_CMP_AND_SWP,
             Self::FetchAdd => sys::IBV_WR_ATOMIC_FETCH_AND_ADD,
+            Self::Flush => sys::IBV_WR_FLUSH,
+            Self::AtomicWrite => sys::IBV_WR_ATOMIC_WRITE,
         }
     }
 
@@ -137,7 +145,9 @@ impl SendOp {
     pub(crate) fn remote(self) -> RemoteKind {
         match self {
             Self::Send | Self::SendImm | Self::SendInv => RemoteKind::None,
-            Self::Write | Self::WriteImm | Self::Read => RemoteKind::Rdma,
+            Self::Write | Self::WriteImm | Self::Read | Self::Flush | Self::AtomicWrite => {
+                RemoteKind::Rdma
+            }
             Self::CmpSwap | Self::FetchAdd => RemoteKind::Atomic,
         }
     }
@@ -154,6 +164,7 @@ impl SendOp {
     /// Whether a QP of this kind can carry the operation (IBTA table 38): a
     /// datagram QP only sends (with or without immediate data); UC adds
     /// RDMA WRITE, but nothing that needs an answer and no invalidation.
+    /// FLUSH and ATOMIC WRITE are RC only (Memory Placement Extensions).
     pub(crate) fn allowed_on(self, kind: QpKind) -> bool {
         match kind {
             QpKind::Rc => true,
@@ -406,7 +417,7 @@ mod tests {
         sys::ibv_sge { addr, length, lkey }
     }
 
-    const ALL_OPS: [SendOp; 8] = [
+    const ALL_OPS: [SendOp; 10] = [
         SendOp::Send,
         SendOp::SendImm,
         SendOp::SendInv,
@@ -415,6 +426,8 @@ mod tests {
         SendOp::Read,
         SendOp::CmpSwap,
         SendOp::FetchAdd,
+        SendOp::Flush,
+        SendOp::AtomicWrite,
     ];
 
     #[test]
@@ -436,7 +449,9 @@ mod tests {
     #[test]
     fn opcodes_round_trip_and_unsupported_ones_are_refused() {
         for op in ALL_OPS {
-            assert_eq!(SendOp::from_ibv(op.ibv()), Some(op));
+            let legacy = !matches!(op, SendOp::Flush | SendOp::AtomicWrite);
+            let expect = legacy.then_some(op);
+            assert_eq!(SendOp::from_ibv(op.ibv()), expect, "{op:?}");
         }
         for other in [
             sys::IBV_WR_LOCAL_INV,
@@ -500,7 +515,14 @@ mod tests {
     fn inline_only_for_outgoing_data() {
         for op in ALL_OPS {
             let wr = SendWr::new(1, op, sys::IBV_SEND_INLINE);
-            let allowed = !matches!(op, SendOp::Read | SendOp::CmpSwap | SendOp::FetchAdd);
+            let allowed = !matches!(
+                op,
+                SendOp::Read
+                    | SendOp::CmpSwap
+                    | SendOp::FetchAdd
+                    | SendOp::Flush
+                    | SendOp::AtomicWrite
+            );
             assert_eq!(wr.check(QpKind::Rc, true).is_ok(), allowed, "{op:?}");
         }
     }

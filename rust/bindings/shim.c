@@ -318,6 +318,17 @@ u64 oxe_shim_pfn_atomic(unsigned long pfn, size_t off, bool cas, u64 cmp_add, u6
 	return orig;
 }
 
+/* ATOMIC WRITE: one aligned 8-byte store, ordered against the atomics above. */
+void oxe_shim_pfn_atomic_store(unsigned long pfn, size_t off, u64 value)
+{
+	void *va = kmap_local_pfn(pfn);
+
+	spin_lock_bh(&oxe_atomic_lock);
+	WRITE_ONCE(*(u64 *)(va + off), value);
+	spin_unlock_bh(&oxe_atomic_lock);
+	kunmap_local(va);
+}
+
 void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva)
 {
 	if (to_kva)

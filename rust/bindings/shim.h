@@ -66,6 +66,7 @@ int oxe_shim_remap_vmalloc(struct vm_area_struct *vma, void *addr);
 /* Copy to or from one pinned page (by pfn); atomics on one 8-byte word of it. */
 void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, bool to_page);
 u64 oxe_shim_pfn_atomic(unsigned long pfn, size_t off, bool cas, u64 cmp_add, u64 swap);
+void oxe_shim_pfn_atomic_store(unsigned long pfn, size_t off, u64 value);
 /* The same for kernel virtual addresses (kernel consumers' local DMA lkey). */
 void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva);
 

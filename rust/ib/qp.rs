@@ -413,6 +413,9 @@ unsafe fn kernel_wqe(
             w.compare_add = a.compare_add;
             w.swap = a.swap;
         }
+        // No kernel work request type carries their operands (user space
+        // posts them through ibv_wr_flush and ibv_wr_atomic_write only).
+        b::ib_wr_opcode_IB_WR_FLUSH | b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => return Err(EINVAL),
         _ => {}
     }
     if matches!(qp.ty, QpType::Ud | QpType::Gsi) {

@@ -136,6 +136,18 @@ impl Umem {
         })
     }
 
+    /// Stores the 8-byte `value` at byte `off` (8-byte aligned in the
+    /// address space, so within one page) as one store.
+    pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
+        let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
+        if room < 8 || in_page % 8 != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: a pinned page; the word lies within it and is aligned.
+        unsafe { b::oxe_shim_pfn_atomic_store(pfn as kernel::ffi::c_ulong, in_page, value) };
+        Ok(())
+    }
+
     fn get(&self) -> &b::ib_umem {
         // SAFETY: live until drop (type invariant).
         unsafe { self.umem.as_ref() }

@@ -338,8 +338,11 @@ abi_structs! {
         /// UD: the address handle, as `create_ah` numbered it.
         pub ah_num: u32,
         /// Atomic: the compare value (CAS) or the addend (fetch-and-add).
+        /// ATOMIC WRITE: the 8 bytes to store, in memory order. FLUSH: the
+        /// length of the range.
         pub compare_add: u64,
-        /// Atomic: the swap value (CAS).
+        /// Atomic: the swap value (CAS). FLUSH: its placement type and
+        /// selectivity level, packed by [`flush_attrs`].
         pub swap: u64,
     }
 
@@ -443,6 +446,19 @@ const _: () = {
     }
 };
 
+/// Packs a FLUSH's placement type (`IBV_FLUSH_GLOBAL`/`IBV_FLUSH_PERSISTENT`
+/// bits) and selectivity level (`IBV_FLUSH_RANGE`/`IBV_FLUSH_MR`) into a
+/// send WQE's `swap`: the type in the low byte, the level in the next. FLUSH
+/// has no swap value, and reusing the field keeps every slot the same size.
+pub const fn flush_attrs(placement: u8, level: u8) -> u64 {
+    (placement as u64) | ((level as u64) << 8)
+}
+
+/// The (placement type, selectivity level) that [`flush_attrs`] packed.
+pub const fn flush_attrs_split(swap: u64) -> (u8, u8) {
+    ((swap & 0xff) as u8, ((swap >> 8) & 0xff) as u8)
+}
+
 /// Writes `oxe-abi.h`, the C view of this module.
 ///
 /// Generated rather than hand-written so that the header is, by
@@ -524,6 +540,18 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
 mod tests {
     use super::*;
     use std::string::String;
+
+    #[test]
+    fn flush_attrs_round_trip() {
+        for placement in [1u8, 2, 3, 0x0f] {
+            for level in [0u8, 1] {
+                assert_eq!(
+                    flush_attrs_split(flush_attrs(placement, level)),
+                    (placement, level)
+                );
+            }
+        }
+    }
 
     #[test]
     fn checked_in_header_matches_generated() {

@@ -41,6 +41,10 @@ pub enum AccessOp {
     RemoteAtomic,
     /// A memory window is bound on top of the MR.
     MwBind,
+    /// A remote FLUSH to the global visibility point through an rkey.
+    FlushGlobal,
+    /// A remote FLUSH to the persistence point through an rkey.
+    FlushPersistent,
 }
 
 impl Access {
@@ -182,6 +186,8 @@ impl Access {
             AccessOp::RemoteWrite => self.contains(Self::REMOTE_WRITE),
             AccessOp::RemoteAtomic => self.contains(Self::REMOTE_ATOMIC),
             AccessOp::MwBind => self.contains(Self::MW_BIND),
+            AccessOp::FlushGlobal => self.contains(Self::FLUSH_GLOBAL),
+            AccessOp::FlushPersistent => self.contains(Self::FLUSH_PERSISTENT),
         }
     }
 }
@@ -190,13 +196,15 @@ impl Access {
 mod tests {
     use super::{Access, AccessOp, Errno};
 
-    const ALL_OPS: [AccessOp; 6] = [
+    const ALL_OPS: [AccessOp; 8] = [
         AccessOp::LocalRead,
         AccessOp::LocalWrite,
         AccessOp::RemoteRead,
         AccessOp::RemoteWrite,
         AccessOp::RemoteAtomic,
         AccessOp::MwBind,
+        AccessOp::FlushGlobal,
+        AccessOp::FlushPersistent,
     ];
 
     /// What rdma_rxe advertises for MRs (rxe_verbs.h), as a realistic mask.
@@ -397,6 +405,8 @@ mod tests {
             (Access::REMOTE_WRITE, AccessOp::RemoteWrite),
             (Access::REMOTE_ATOMIC, AccessOp::RemoteAtomic),
             (Access::MW_BIND, AccessOp::MwBind),
+            (Access::FLUSH_GLOBAL, AccessOp::FlushGlobal),
+            (Access::FLUSH_PERSISTENT, AccessOp::FlushPersistent),
         ];
         for (flag, granted) in pairs {
             for op in ALL_OPS {

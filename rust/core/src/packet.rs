@@ -12,7 +12,7 @@
 
 use super::aeth::Aeth;
 use super::bth::Bth;
-use super::ext_headers::{AtomicAckEth, AtomicEth, Deth, Ieth, ImmDt, Reth};
+use super::ext_headers::{AtomicAckEth, AtomicEth, Deth, Feth, Ieth, ImmDt, Reth};
 use super::opcode::{self, ExtHeader, OpcodeInfo};
 use super::wire::WireHeader;
 
@@ -25,7 +25,9 @@ pub struct Packet<'a> {
     pub info: OpcodeInfo,
     /// Datagram ETH (UD).
     pub deth: Option<Deth>,
-    /// RDMA ETH (first/only WRITE, READ request).
+    /// Flush ETH (FLUSH).
+    pub feth: Option<Feth>,
+    /// RDMA ETH (first/only WRITE, READ request, FLUSH, ATOMIC WRITE).
     pub reth: Option<Reth>,
     /// Atomic ETH.
     pub atomic: Option<AtomicEth>,
@@ -63,6 +65,7 @@ pub fn parse(roce: &[u8]) -> Option<Packet<'_>> {
         bth,
         info,
         deth: ext(roce, &info, ExtHeader::Deth)?,
+        feth: ext(roce, &info, ExtHeader::Feth)?,
         reth: ext(roce, &info, ExtHeader::Reth)?,
         atomic: ext(roce, &info, ExtHeader::AtomicEth)?,
         aeth: ext(roce, &info, ExtHeader::Aeth)?,
@@ -120,6 +123,7 @@ mod tests {
             let info = opcode::info(op).unwrap();
             assert_eq!(p.bth.opcode, op);
             assert_eq!(p.payload.len(), if info.has_payload() { 37 } else { 0 });
+            assert_eq!(p.feth.is_some(), info.headers.has(ExtHeader::Feth));
             assert_eq!(p.reth.is_some(), info.headers.has(ExtHeader::Reth));
             assert_eq!(p.aeth.is_some(), info.headers.has(ExtHeader::Aeth));
             assert_eq!(p.deth.is_some(), info.headers.has(ExtHeader::Deth));
