@@ -112,6 +112,8 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_function("ibv_cmd_reg_mr")
         .allowlist_function("ibv_cmd_rereg_mr")
         .allowlist_function("ibv_cmd_dereg_mr")
+        .allowlist_function("ibv_cmd_alloc_mw")
+        .allowlist_function("ibv_cmd_dealloc_mw")
         .allowlist_function("ibv_cmd_create_cq")
         .allowlist_function("ibv_cmd_create_cq_ex")
         .allowlist_function("ibv_cmd_destroy_cq")
@@ -153,6 +155,8 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_type("ibv_reg_mr")
         .allowlist_type("ibv_rereg_mr")
         .allowlist_type("ibv_rereg_mr_flags")
+        .allowlist_type("ibv_alloc_mw")
+        .allowlist_type("ibv_mw_bind")
         .allowlist_type("rdma_driver_id")
         // The data path: queue objects, their create/modify commands and
         // replies, and the flag sets the provider translates or checks.

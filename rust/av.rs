@@ -13,6 +13,8 @@ pub(crate) struct Av {
     pub(crate) ipv6: bool,
     pub(crate) traffic_class: u8,
     pub(crate) hop_limit: u8,
+    /// The source GID's index in the port's table, for queries.
+    pub(crate) sgid_index: u8,
 }
 
 /// An address handle.

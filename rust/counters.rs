@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 10] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 13] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -17,6 +17,9 @@ pub(crate) const NAMES: [&core::ffi::CStr; 10] = [
     c"ucontext_active",
     c"rx_packets",
     c"rx_dropped",
+    c"mw_active",
+    c"mw_bind",
+    c"mw_invalidate",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -35,6 +38,12 @@ pub(crate) struct Counters {
     pub(crate) rx_packets: AtomicU64,
     /// Packets dropped: bad ICRC, malformed, or for no QP.
     pub(crate) rx_dropped: AtomicU64,
+    /// Memory windows allocated and not deallocated.
+    pub(crate) mw_active: AtomicU64,
+    /// Binds (and type 1 unbinds) that took effect.
+    pub(crate) mw_bind: AtomicU64,
+    /// Type 2 windows freed by a local invalidate or a SEND with Invalidate.
+    pub(crate) mw_invalidate: AtomicU64,
 }
 
 impl Counters {
@@ -51,6 +60,9 @@ impl Counters {
             &self.ucontext_active,
             &self.rx_packets,
             &self.rx_dropped,
+            &self.mw_active,
+            &self.mw_bind,
+            &self.mw_invalidate,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

@@ -60,7 +60,8 @@ pub(crate) struct OxeDevice {
     /// /sys/kernel/debug/oxe/<name>/, holding one file per MR.
     pub(crate) debugfs: Option<Entry>,
     _sockets: PortSockets,
-    pub(crate) keys: Pin<KBox<KeyTable>>,
+    pub(crate) keys: Pin<KBox<KeyTable<crate::mr::Mr>>>,
+    pub(crate) mw_keys: Pin<KBox<KeyTable<crate::mw::Mw>>>,
     pub(crate) counters: Arc<Counters>,
     /// Node and system image GUID, taken once: a netdev without a MAC (tun)
     /// yields a random one, which must not change from one query to the next.
@@ -81,7 +82,8 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
             ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,
             debugfs: crate::ib::debugfs::device_dir(name),
             _sockets: PortSockets::get(&ndev)?,
-            keys: KeyTable::new()?,
+            keys: KeyTable::new(crate::keys::MR_KEYS)?,
+            mw_keys: KeyTable::new(crate::keys::MW_KEYS)?,
             counters: Arc::new(Counters::default(), GFP_KERNEL)?,
             guid: ndev.eui64(),
             netdev: ndev,
@@ -117,6 +119,7 @@ impl OxeDevice {
         attr.vendor_id = VENDOR_ID;
         attr.vendor_part_id = VENDOR_PART_ID;
         attr.max_mr = MAX_MR;
+        attr.max_mw = MAX_MR;
         attr.max_pd = MAX_PD;
         attr.max_pkeys = 1;
         attr.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
@@ -143,6 +146,9 @@ impl OxeDevice {
         attr.device_cap_flags = b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64
             | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64
             | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64
+            // Memory windows of type 1 and 2B (mw.rs).
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW as u64
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64
             // Memory Placement Extensions: FLUSH to global visibility and
             // ATOMIC WRITE. Not FLUSH_PERSISTENT (see mr::SUPPORTED_ACCESS).
             | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64

@@ -135,6 +135,12 @@ pub(crate) struct MrInfo {
     pub(crate) access: u32,
 }
 
+impl crate::keys::Keyed for Mr {
+    fn current_key(&self) -> u32 {
+        self.lkey()
+    }
+}
+
 impl Mr {
     pub(crate) fn lkey(&self) -> u32 {
         self.key.load(Ordering::Acquire)
@@ -192,11 +198,38 @@ impl Mr {
         op: AccessOp,
         f: impl FnOnce(&Umem, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
+        self.access_as(pd, iova, len, op, true, f)
+    }
+
+    /// As [`Mr::access`], for an access through a memory window bound to
+    /// this MR: the window's rights were checked and replace the MR's own
+    /// remote rights (IBTA 10.6.7.2: the MR only needs MW_BIND, checked at
+    /// bind time); PD, bounds and alignment are still checked here.
+    pub(crate) fn access_through_window<R>(
+        &self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        op: AccessOp,
+        f: impl FnOnce(&Umem, u64) -> Result<R>,
+    ) -> core::result::Result<Result<R>, Denied> {
+        self.access_as(pd, iova, len, op, false, f)
+    }
+
+    fn access_as<R>(
+        &self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        op: AccessOp,
+        check_rights: bool,
+        f: impl FnOnce(&Umem, u64) -> Result<R>,
+    ) -> core::result::Result<Result<R>, Denied> {
         let st = self.state.lock();
         if st.pd != pd {
             return Err(Denied::Pd);
         }
-        if !st.access.permits(op) {
+        if check_rights && !st.access.permits(op) {
             return Err(Denied::Rights);
         }
         if !st.range.contains(iova, len) {
@@ -222,6 +255,51 @@ impl Mr {
             return Err(Denied::Rights);
         }
         Ok(())
+    }
+}
+
+/// Why a bind of a window onto an MR was refused (the bind completes with
+/// IBV_WC_MW_BIND_ERR whatever the reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BindRefused;
+
+impl Mr {
+    /// Lends `[addr, addr + len)` of this MR (or its first `len` bytes, for
+    /// a zero-based window) to a window with rights `access`, for a QP of
+    /// PD `pd`. The checks are IBTA's for a bind (C10-72..75): same PD, the
+    /// MR grants MW_BIND, a window that can write needs an MR with
+    /// LOCAL_WRITE, and the range lies inside the MR. Returns the MR iova
+    /// the window's first byte maps to. The window count rises under the
+    /// same lock a rereg commits under, so a rereg either sees the window
+    /// (and refuses) or happened before these checks.
+    pub(crate) fn bind_window(
+        &self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        zero_based: bool,
+        access: Access,
+    ) -> core::result::Result<u64, BindRefused> {
+        let st = self.state.lock();
+        if st.pd != pd || !st.access.permits(AccessOp::MwBind) {
+            return Err(BindRefused);
+        }
+        let writes =
+            access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
+        if writes && !st.access.contains(Access::LOCAL_WRITE) {
+            return Err(BindRefused);
+        }
+        let base = if zero_based { st.range.iova() } else { addr };
+        if !st.range.contains(base, len) {
+            return Err(BindRefused);
+        }
+        self.mw_binds.fetch_add(1, Ordering::AcqRel);
+        Ok(base)
+    }
+
+    /// A window bound by [`Mr::bind_window`] lets go.
+    pub(crate) fn unbind_window(&self) {
+        self.mw_binds.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -325,6 +403,9 @@ pub(crate) fn reg_user(
 pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg) -> Result<MrKeys> {
     let flags = ReregFlags::from_raw(req.flags).map_err(from_core)?;
     let _rereg = mr.rereg.lock();
+    if mr.mw_binds.load(Ordering::Acquire) != 0 {
+        return Err(EBUSY);
+    }
     // Only reregs change the state, and they are serialized: what is read
     // here still holds at the commit below, after pinning (which sleeps).
     let (current, old_start, old_range) = {
@@ -354,8 +435,12 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
         )?),
         None => None,
     };
-    // Commit: nothing below can fail.
+    // Commit: nothing below can fail but a window bound meanwhile (IBTA
+    // 10.6.7.2.1: an MR with windows bound keeps its translation and rights).
     let mut st = mr.state.lock();
+    if mr.mw_binds.load(Ordering::Acquire) != 0 {
+        return Err(EBUSY);
+    }
     st.access = plan.new_access;
     st.start = start;
     st.range = range;

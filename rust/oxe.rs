@@ -23,6 +23,7 @@ mod ib;
 mod keys;
 mod mcast;
 mod mr;
+mod mw;
 mod net;
 #[path = "core/src/lib.rs"]
 pub mod oxe_core;

@@ -26,10 +26,13 @@ use crate::oxe_core::qp_state::{self, QpAttrMask, QpState, QpType};
 use crate::oxe_core::Psn;
 use crate::srq::Srq;
 use crate::wr::{self, wc_status, RecvWr, SendWr};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::lock::Guard;
 use kernel::sync::{Arc, SetOnce, SpinLockIrq};
+
+/// Source of [`Qp::uid`].
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// Queue depth limit (per queue).
 pub(crate) const MAX_WR: u32 = 1 << 14;
@@ -123,7 +126,7 @@ pub(crate) struct RecvInProgress {
 
 /// An RDMA WRITE being placed.
 pub(crate) struct WriteInProgress {
-    pub(crate) mr: Option<Arc<crate::mr::Mr>>,
+    pub(crate) mr: Option<crate::xfer::Target>,
     pub(crate) va: u64,
     pub(crate) off: u64,
     pub(crate) len: u64,
@@ -181,6 +184,9 @@ pub(crate) struct Qp {
     /// Packets built under `inner`, sent when it is released ([`QpLock`]).
     pub(crate) txq: TxQueue,
     qpn: AtomicU32,
+    /// This QP's incarnation, unique for the module's lifetime: QP numbers
+    /// are reused, and a type 2 window must not follow its number to a new QP.
+    uid: u64,
     pub(crate) ty: QpType,
     pub(crate) pd: PdId,
     pub(crate) dev: IbDev,
@@ -307,6 +313,7 @@ impl Qp {
                 txq,
                 backlogged: AtomicU32::new(0),
                 qpn: AtomicU32::new(0),
+                uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
                 ty: init.ty,
                 pd: init.pd,
                 dev,
@@ -356,6 +363,14 @@ impl Qp {
 
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn.load(Ordering::Acquire)
+    }
+
+    /// The QP as a type 2 memory window remembers it.
+    pub(crate) fn tag(&self) -> crate::mw::QpTag {
+        crate::mw::QpTag {
+            qpn: self.qpn(),
+            uid: self.uid,
+        }
     }
 
     pub(crate) fn drv(&self) -> Result<&OxeDevice> {

@@ -41,6 +41,8 @@ pub(crate) fn wc_opcode(wr_opcode: u32) -> u32 {
         wr_op::ATOMIC_FETCH_AND_ADD => wc_op::FETCH_ADD,
         wr_op::FLUSH => wc_op::FLUSH,
         wr_op::ATOMIC_WRITE => wc_op::ATOMIC_WRITE,
+        wr_op::BIND_MW => wc_op::BIND_MW,
+        wr_op::LOCAL_INV => wc_op::LOCAL_INV,
         _ => wc_op::SEND,
     }
 }
@@ -141,8 +143,34 @@ impl Qp {
             return false;
         }
         q.req.fetch = idx.wrapping_add(1);
-        let mut status = wc_status::SUCCESS;
         let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
+        if matches!(opcode, wr_op::BIND_MW | wr_op::LOCAL_INV) {
+            // Local operations take effect here, in send queue order, and
+            // complete (in order) without a packet.
+            let status = if ud {
+                wc_status::LOC_QP_OP_ERR
+            } else {
+                self.memory_operation(drv, &w)
+            };
+            let p = Pending {
+                wr: w,
+                av: None,
+                first_psn: q.req.next_psn,
+                npsn: 0,
+                sent: 0,
+                got: 0,
+                started: false,
+                done: true,
+                status,
+            };
+            if q.req.pending.push(p, GFP_ATOMIC).is_err() {
+                self.event(crate::ib::qp::QpEvent::Fatal);
+                self.to_error(q);
+                return false;
+            }
+            return true;
+        }
+        let mut status = wc_status::SUCCESS;
         let allowed = if ud {
             matches!(opcode, wr_op::SEND | wr_op::SEND_WITH_IMM)
         } else if self.ty == QpType::Uc {
@@ -229,6 +257,37 @@ impl Qp {
             return false;
         }
         true
+    }
+
+    /// A bind or a local invalidate of a memory window; its completion
+    /// status. Either failure is IBTA's Memory Management Operation Error
+    /// (IBV_WC_MW_BIND_ERR), which moves the QP to the error state.
+    ///
+    /// A bind's operands ride in the send WQE as `oxe_core::abi` documents:
+    /// the new rkey in `rkey`, the window's current rkey in `imm_data`, the
+    /// range in `remote_addr`/`compare_add`, the rights in `swap` and the
+    /// MR's lkey in `remote_qpn`.
+    fn memory_operation(&self, drv: &OxeDevice, w: &wr::SendWr) -> u32 {
+        let wqe = &w.wqe;
+        let done = if wqe.opcode == wr_op::BIND_MW {
+            let req = crate::mw::BindReq {
+                mw_rkey: wqe.imm_data,
+                new_rkey: wqe.rkey,
+                mr_lkey: wqe.remote_qpn,
+                addr: wqe.remote_addr,
+                len: wqe.compare_add,
+                access: wqe.swap as u32,
+            };
+            wqe.swap <= u64::from(u32::MAX)
+                && crate::mw::bind(drv, self.pd, self.tag(), &req).is_ok()
+        } else {
+            crate::mw::invalidate(drv, self.pd, self.tag(), wqe.imm_data).is_ok()
+        };
+        if done {
+            wc_status::SUCCESS
+        } else {
+            wc_status::MW_BIND_ERR
+        }
     }
 
     /// The requester: fetch, then send what the window allows.

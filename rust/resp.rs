@@ -276,6 +276,15 @@ impl Qp {
                 c.wc_flags |= OXE_WC_WITH_IMM;
             }
             if let Some(rkey) = p.ieth {
+                // IBTA 10.6.7.2.4: the rkey must name a type 2 window bound
+                // through this QP. Otherwise the receive completes as a
+                // remote invalid request (class J) and the QP fails.
+                if crate::mw::invalidate(drv, self.pd, self.tag(), rkey).is_err() {
+                    c.status = wc_status::REM_INV_REQ_ERR;
+                    c.byte_len = 0;
+                    self.complete_recv(&c, false);
+                    return Verdict::RecvFailed(NakCode::InvalidRequest);
+                }
                 c.imm_data = rkey;
                 c.wc_flags |= OXE_WC_WITH_INV;
             }
@@ -287,7 +296,11 @@ impl Qp {
     }
 
     fn remote<'a>(&'a self, drv: &'a OxeDevice) -> Remote<'a> {
-        Remote { drv, pd: self.pd }
+        Remote {
+            drv,
+            pd: self.pd,
+            qp: self.tag(),
+        }
     }
 
     fn place_write(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {

@@ -16,6 +16,8 @@ pub(crate) mod wr_op {
     pub(crate) const RDMA_READ: u32 = 4;
     pub(crate) const ATOMIC_CMP_AND_SWP: u32 = 5;
     pub(crate) const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    pub(crate) const LOCAL_INV: u32 = 7;
+    pub(crate) const BIND_MW: u32 = 8;
     pub(crate) const SEND_WITH_INV: u32 = 9;
     pub(crate) const FLUSH: u32 = 14;
     pub(crate) const ATOMIC_WRITE: u32 = 15;
@@ -28,6 +30,8 @@ pub(crate) mod wc_op {
     pub(crate) const RDMA_READ: u32 = 2;
     pub(crate) const COMP_SWAP: u32 = 3;
     pub(crate) const FETCH_ADD: u32 = 4;
+    pub(crate) const BIND_MW: u32 = 5;
+    pub(crate) const LOCAL_INV: u32 = 6;
     pub(crate) const FLUSH: u32 = 8;
     pub(crate) const ATOMIC_WRITE: u32 = 9;
     pub(crate) const RECV: u32 = 128;
@@ -41,6 +45,9 @@ pub(crate) mod wc_status {
     pub(crate) const LOC_QP_OP_ERR: u32 = 2;
     pub(crate) const LOC_PROT_ERR: u32 = 4;
     pub(crate) const WR_FLUSH_ERR: u32 = 5;
+    /// IBTA's Memory Management Operation Error: a bind, local invalidate
+    /// or fast registration that could not be carried out.
+    pub(crate) const MW_BIND_ERR: u32 = 6;
     pub(crate) const BAD_RESP_ERR: u32 = 7;
     pub(crate) const REM_INV_REQ_ERR: u32 = 9;
     pub(crate) const REM_ACCESS_ERR: u32 = 10;

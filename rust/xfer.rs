@@ -15,7 +15,9 @@
 use crate::device::OxeDevice;
 use crate::ib::kmem::KernelToken;
 use crate::ib::objects::PdId;
+use crate::ib::umem::Umem;
 use crate::mr::{Denied, Mr};
+use crate::mw::QpTag;
 use crate::oxe_core::abi::OxeSge;
 use crate::oxe_core::AccessOp;
 use kernel::prelude::*;
@@ -149,34 +151,83 @@ impl Local<'_> {
 pub(crate) struct Remote<'a> {
     pub(crate) drv: &'a OxeDevice,
     pub(crate) pd: PdId,
+    /// The responder QP, which a type 2 window must have been bound through.
+    pub(crate) qp: QpTag,
+}
+
+/// Where a checked remote access lands: an MR, reached through its own
+/// rkey or through a window's. Held for a whole message, so an MR
+/// deregistered meanwhile keeps its pages until the message is done.
+pub(crate) struct Target {
+    mr: Arc<Mr>,
+    /// Through a window: the window's rights were checked, and its
+    /// addresses map to the MR's by adding `shift` (wrapping; zero-based
+    /// windows start at 0).
+    window: Option<u64>,
+}
+
+impl Target {
+    /// The MR address for a peer's address `va`.
+    fn mr_iova(&self, va: u64) -> u64 {
+        self.window.map_or(va, |shift| va.wrapping_add(shift))
+    }
+
+    /// Runs `f` on the pages behind `[va, va + len)` for `op`, with the
+    /// checks the way in calls for.
+    fn access<R>(
+        &self,
+        pd: PdId,
+        va: u64,
+        len: u64,
+        op: AccessOp,
+        f: impl FnOnce(&Umem, u64) -> Result<R>,
+    ) -> core::result::Result<Result<R>, Denied> {
+        let iova = self.mr_iova(va);
+        match self.window {
+            None => self.mr.access(pd, iova, len, op, f),
+            Some(_) => self.mr.access_through_window(pd, iova, len, op, f),
+        }
+    }
 }
 
 impl Remote<'_> {
-    /// Resolves `rkey` for `len` bytes at `va` and checks `op` against it.
+    /// Resolves `rkey` (an MR's or a window's) for `len` bytes at `va` and
+    /// checks `op` against it.
     pub(crate) fn resolve(
         &self,
         rkey: u32,
         va: u64,
         len: u64,
         op: AccessOp,
-    ) -> Result<Arc<Mr>, Denied> {
+    ) -> Result<Target, Denied> {
+        if let Some(mw) = self.drv.mw_keys.lookup(rkey) {
+            let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
+            let t = Target {
+                mr,
+                window: Some(iova.wrapping_sub(va)),
+            };
+            t.access(self.pd, va, len, op, |_, _| Ok(()))?
+                .map_err(|_| Denied::Bounds)?;
+            return Ok(t);
+        }
         let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
         mr.access(self.pd, va, len, op, |_, _| Ok(()))?
             .map_err(|_| Denied::Bounds)?;
-        Ok(mr)
+        Ok(Target { mr, window: None })
     }
 
     /// Resolves `rkey` for an operation on the whole region (a FLUSH of
-    /// selectivity MR): PD and rights are checked, no address range.
-    pub(crate) fn resolve_key(&self, rkey: u32, op: AccessOp) -> Result<Arc<Mr>, Denied> {
+    /// selectivity MR): PD and rights are checked, no address range. A
+    /// window's rkey is refused: windows grant no FLUSH right.
+    pub(crate) fn resolve_key(&self, rkey: u32, op: AccessOp) -> Result<Target, Denied> {
         let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
         mr.check_rights(self.pd, op)?;
-        Ok(mr)
+        Ok(Target { mr, window: None })
     }
 
-    /// Writes `data` at `va` through `mr` (checked again, under the MR lock).
-    pub(crate) fn write(&self, mr: &Mr, va: u64, data: &[u8]) -> Result<(), Denied> {
-        mr.access(
+    /// Writes `data` at `va` through `t` (checked again, under the MR lock).
+    pub(crate) fn write(&self, t: &Target, va: u64, data: &[u8]) -> Result<(), Denied> {
+        t.access(
             self.pd,
             va,
             data.len() as u64,
@@ -186,10 +237,10 @@ impl Remote<'_> {
         .map_err(|_| Denied::Bounds)
     }
 
-    /// Reads `out.len()` bytes at `va` through `mr`.
-    pub(crate) fn read(&self, mr: &Mr, va: u64, out: &mut [u8]) -> Result<(), Denied> {
+    /// Reads `out.len()` bytes at `va` through `t`.
+    pub(crate) fn read(&self, t: &Target, va: u64, out: &mut [u8]) -> Result<(), Denied> {
         let len = out.len() as u64;
-        mr.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
+        t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
             p.read(o, out)
         })?
         .map_err(|_| Denied::Bounds)
@@ -197,8 +248,8 @@ impl Remote<'_> {
 
     /// Stores 8 bytes at `va` (8-byte aligned) as one store, atomic against
     /// the device's other atomics and any CPU's aligned loads.
-    pub(crate) fn atomic_write(&self, mr: &Mr, va: u64, value: u64) -> Result<(), Denied> {
-        mr.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
+    pub(crate) fn atomic_write(&self, t: &Target, va: u64, value: u64) -> Result<(), Denied> {
+        t.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
             p.atomic_store(o, value)
         })?
         .map_err(|_| Denied::Alignment)
@@ -207,13 +258,13 @@ impl Remote<'_> {
     /// An 8-byte atomic at `va`: compare-and-swap or fetch-and-add.
     pub(crate) fn atomic(
         &self,
-        mr: &Mr,
+        t: &Target,
         va: u64,
         cas: bool,
         cmp_add: u64,
         swap: u64,
     ) -> Result<u64, Denied> {
-        mr.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
+        t.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
             p.atomic(o, cas, cmp_add, swap)
         })?
         .map_err(|_| Denied::Alignment)

@@ -236,6 +236,9 @@ fn context_ops() -> sys::verbs_context_ops {
         reg_mr: Some(reg_mr),
         rereg_mr: Some(rereg_mr),
         dereg_mr: Some(dereg_mr),
+        alloc_mw: Some(crate::ffi_mw::alloc_mw),
+        dealloc_mw: Some(crate::ffi_mw::dealloc_mw),
+        bind_mw: Some(crate::ffi_mw::bind_mw),
         create_cq: Some(ffi_cq::create_cq),
         create_cq_ex: Some(ffi_cq::create_cq_ex),
         poll_cq: Some(ffi_cq::poll_cq),
@@ -658,13 +661,13 @@ mod tests {
         let set = words.iter().filter(|&&w| w != 0).count();
         // Context, device and port: free_context, query_device_ex,
         // query_port. PDs and MRs: alloc_pd, dealloc_pd, reg_mr, rereg_mr,
-        // dereg_mr. CQs: create_cq, create_cq_ex, poll_cq, req_notify_cq,
+        // dereg_mr. Windows: alloc_mw, dealloc_mw, bind_mw. CQs: create_cq, create_cq_ex, poll_cq, req_notify_cq,
         // destroy_cq, resize_cq. QPs: create_qp, create_qp_ex, modify_qp, query_qp,
         // destroy_qp, post_send, post_recv. SRQs: create_srq, modify_srq,
         // query_srq, destroy_srq, post_srq_recv. AHs: create_ah,
         // destroy_ah. Multicast: attach_mcast, detach_mcast. Everything
         // else must stay NULL so libibverbs answers it with EOPNOTSUPP.
-        assert_eq!(set, 30);
+        assert_eq!(set, 33);
         let ops = context_ops();
         for implemented in [
             ops.free_context.is_some(),
@@ -672,6 +675,7 @@ mod tests {
             ops.query_port.is_some(),
             ops.alloc_pd.is_some() && ops.dealloc_pd.is_some(),
             ops.reg_mr.is_some() && ops.rereg_mr.is_some() && ops.dereg_mr.is_some(),
+            ops.alloc_mw.is_some() && ops.dealloc_mw.is_some() && ops.bind_mw.is_some(),
             ops.create_cq.is_some() && ops.create_cq_ex.is_some(),
             ops.poll_cq.is_some() && ops.req_notify_cq.is_some() && ops.destroy_cq.is_some(),
             ops.resize_cq.is_some(),
@@ -689,7 +693,6 @@ mod tests {
         // A sample of what stays with libibverbs' EOPNOTSUPP defaults.
         assert!(ops.modify_cq.is_none());
         assert!(ops.create_srq_ex.is_none() && ops.open_qp.is_none());
-        assert!(ops.alloc_mw.is_none() && ops.bind_mw.is_none());
         assert!(ops.create_wq.is_none());
     }
 

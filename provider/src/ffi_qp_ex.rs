@@ -52,6 +52,8 @@ pub(crate) fn install(ex: &mut sys::ibv_qp_ex, ops: u64) {
         has(sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add as _);
     ex.wr_flush = has(sys::IBV_QP_EX_WITH_FLUSH).then_some(wr_flush as _);
     ex.wr_atomic_write = has(sys::IBV_QP_EX_WITH_ATOMIC_WRITE).then_some(wr_atomic_write as _);
+    ex.wr_bind_mw = has(sys::IBV_QP_EX_WITH_BIND_MW).then_some(wr_bind_mw as _);
+    ex.wr_local_inv = has(sys::IBV_QP_EX_WITH_LOCAL_INV).then_some(wr_local_inv as _);
 }
 
 /// Runs `f` on the batch of the QP's send queue.
@@ -278,6 +280,39 @@ unsafe extern "C" fn wr_atomic_write(
     unsafe { begin(qp, SendOp::AtomicWrite, |wr| wr.remote = remote) };
 }
 
+/// `wr_bind_mw`: a type 2 window (type 1 goes through `ibv_bind_mw`).
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut sys::ibv_qp_ex,
+    mw: *mut sys::ibv_mw,
+    rkey: u32,
+    bind_info: *const sys::ibv_mw_bind_info,
+) {
+    // SAFETY: NULL or the application's live window and bind description.
+    let ok = !mw.is_null() && !bind_info.is_null() && unsafe { (*mw).type_ } == sys::IBV_MW_TYPE_2;
+    if !ok {
+        // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+        unsafe { with_batch(qp, |sq| sq.wr_fail(EINVAL)) };
+        return;
+    }
+    // SAFETY: checked non-NULL above; the MR in it is NULL or live.
+    let info = unsafe { &*bind_info };
+    // SAFETY: a live window; the MR in `info` is NULL or live.
+    let bind = unsafe { crate::ffi_mw::bind_request(0, 0, mw, rkey, info) };
+    // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+    unsafe {
+        begin(qp, SendOp::Bind, |wr| {
+            wr.remote = bind.remote;
+            wr.bind = bind.bind;
+        })
+    };
+}
+
+/// `wr_local_inv`.
+unsafe extern "C" fn wr_local_inv(qp: *mut sys::ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: builders run inside `wr_start` .. `wr_complete`.
+    unsafe { begin(qp, SendOp::LocalInv, |wr| wr.imm_data = invalidate_rkey) };
+}
+
 /// `wr_set_ud_addr`.
 unsafe extern "C" fn wr_set_ud_addr(
     qp: *mut sys::ibv_qp_ex,
@@ -412,8 +447,8 @@ mod tests {
         assert!(ex.wr_rdma_write_imm.is_some() && ex.wr_rdma_read.is_some());
         assert!(ex.wr_atomic_cmp_swp.is_some() && ex.wr_atomic_fetch_add.is_some());
         assert!(ex.wr_atomic_write.is_some() && ex.wr_flush.is_some());
+        assert!(ex.wr_bind_mw.is_some() && ex.wr_local_inv.is_some());
         // Never offered.
-        assert!(ex.wr_bind_mw.is_none() && ex.wr_local_inv.is_none());
         assert!(ex.wr_send_tso.is_none() && ex.wr_set_xrc_srqn.is_none());
     }
 }

@@ -106,6 +106,22 @@ pub(crate) unsafe fn post_send_one(
                 swap: atomic.swap,
             }
         }
+        RemoteKind::Bind => {
+            // SAFETY: a bind: the application set `bind_mw`.
+            let b = unsafe { wr.__bindgen_anon_2.bind_mw };
+            // Only type 2 windows are bound by work requests; type 1 goes
+            // through ibv_bind_mw (IBTA 10.6.7.2).
+            // SAFETY: NULL or the application's live window.
+            if b.mw.is_null() || unsafe { (*b.mw).type_ } != sys::IBV_MW_TYPE_2 {
+                return Err(EINVAL);
+            }
+            // SAFETY: a live window; the MR is NULL or live.
+            let bind = unsafe {
+                crate::ffi_mw::bind_request(wr.wr_id, wr.send_flags, b.mw, b.rkey, &b.bind_info)
+            };
+            send.bind = bind.bind;
+            bind.remote
+        }
     };
     if sq.kind() == QpKind::Ud {
         // SAFETY: a UD send (the only operations UD allows, checked when

@@ -40,6 +40,7 @@ mod ffi;
 mod ffi_ah;
 mod ffi_cq;
 mod ffi_lock;
+mod ffi_mw;
 mod ffi_qp;
 mod ffi_qp_ex;
 mod ffi_queue;

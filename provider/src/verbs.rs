@@ -195,13 +195,18 @@ pub(crate) const RC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
     | sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | sys::IBV_QP_EX_WITH_FLUSH
-    | sys::IBV_QP_EX_WITH_ATOMIC_WRITE) as u64;
+    | sys::IBV_QP_EX_WITH_ATOMIC_WRITE
+    | sys::IBV_QP_EX_WITH_BIND_MW
+    | sys::IBV_QP_EX_WITH_LOCAL_INV) as u64;
 
-/// The builders a UC QP offers: sends and writes (IBTA table 38).
+/// The builders a UC QP offers: sends and writes (IBTA table 38), and
+/// memory window binds and local invalidates.
 pub(crate) const UC_SEND_OPS: u64 = (sys::IBV_QP_EX_WITH_SEND
     | sys::IBV_QP_EX_WITH_SEND_WITH_IMM
     | sys::IBV_QP_EX_WITH_RDMA_WRITE
-    | sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) as u64;
+    | sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | sys::IBV_QP_EX_WITH_BIND_MW
+    | sys::IBV_QP_EX_WITH_LOCAL_INV) as u64;
 
 /// The builders a UD QP offers: sends only.
 pub(crate) const UD_SEND_OPS: u64 =
@@ -475,11 +480,7 @@ mod tests {
             check_qp_init_attr_ex(ud, pd | ops, 0, write),
             Err(EOPNOTSUPP)
         );
-        for missing in [
-            sys::IBV_QP_EX_WITH_LOCAL_INV,
-            sys::IBV_QP_EX_WITH_BIND_MW,
-            sys::IBV_QP_EX_WITH_TSO,
-        ] {
+        for missing in [sys::IBV_QP_EX_WITH_TSO] {
             assert_eq!(
                 check_qp_init_attr_ex(rc, pd | ops, 0, u64::from(missing)),
                 Err(EOPNOTSUPP)

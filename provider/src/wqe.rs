@@ -81,6 +81,12 @@ pub(crate) enum SendOp {
     Flush,
     /// `IBV_WR_ATOMIC_WRITE`: the 8 bytes in `Remote::compare_add`.
     AtomicWrite,
+    /// `IBV_WR_BIND_MW`: the range in `Remote::addr`/`compare_add`, the
+    /// window's new rkey in `Remote::rkey`, its rights in `Remote::swap`,
+    /// the window and the MR in [`SendWr::bind`].
+    Bind,
+    /// `IBV_WR_LOCAL_INV`: the rkey in `imm_data`.
+    LocalInv,
 }
 
 /// Which member of `ibv_send_wr`'s `wr` union an operation reads.
@@ -92,6 +98,8 @@ pub(crate) enum RemoteKind {
     Rdma,
     /// `wr.atomic`.
     Atomic,
+    /// `bind_mw`.
+    Bind,
 }
 
 /// What `ibv_send_wr`'s `imm_data`/`invalidate_rkey` union holds for an
@@ -108,7 +116,7 @@ pub(crate) enum ImmKind {
 
 impl SendOp {
     /// The operation for an `IBV_WR_*` value in an `ibv_send_wr`, `None` for
-    /// those oxe does not implement (memory windows, local invalidate, TSO)
+    /// those oxe does not implement (TSO, driver-specific)
     /// and for FLUSH and ATOMIC WRITE, whose operands `ibv_send_wr` has no
     /// member for (libibverbs offers them through `ibv_wr_*` only).
     pub(crate) fn from_ibv(opcode: u32) -> Option<Self> {
@@ -121,6 +129,8 @@ impl SendOp {
             sys::IBV_WR_RDMA_READ => Self::Read,
             sys::IBV_WR_ATOMIC_CMP_AND_SWP => Self::CmpSwap,
             sys::IBV_WR_ATOMIC_FETCH_AND_ADD => Self::FetchAdd,
+            sys::IBV_WR_BIND_MW => Self::Bind,
+            sys::IBV_WR_LOCAL_INV => Self::LocalInv,
             _ => return None,
         })
     }
@@ -138,13 +148,16 @@ impl SendOp {
             Self::FetchAdd => sys::IBV_WR_ATOMIC_FETCH_AND_ADD,
             Self::Flush => sys::IBV_WR_FLUSH,
             Self::AtomicWrite => sys::IBV_WR_ATOMIC_WRITE,
+            Self::Bind => sys::IBV_WR_BIND_MW,
+            Self::LocalInv => sys::IBV_WR_LOCAL_INV,
         }
     }
 
     /// The remote side the operation names.
     pub(crate) fn remote(self) -> RemoteKind {
         match self {
-            Self::Send | Self::SendImm | Self::SendInv => RemoteKind::None,
+            Self::Send | Self::SendImm | Self::SendInv | Self::LocalInv => RemoteKind::None,
+            Self::Bind => RemoteKind::Bind,
             Self::Write | Self::WriteImm | Self::Read | Self::Flush | Self::AtomicWrite => {
                 RemoteKind::Rdma
             }
@@ -156,7 +169,7 @@ impl SendOp {
     pub(crate) fn imm(self) -> ImmKind {
         match self {
             Self::SendImm | Self::WriteImm => ImmKind::Imm,
-            Self::SendInv => ImmKind::Inv,
+            Self::SendInv | Self::LocalInv => ImmKind::Inv,
             _ => ImmKind::None,
         }
     }
@@ -164,13 +177,19 @@ impl SendOp {
     /// Whether a QP of this kind can carry the operation (IBTA table 38): a
     /// datagram QP only sends (with or without immediate data); UC adds
     /// RDMA WRITE, but nothing that needs an answer and no invalidation.
-    /// FLUSH and ATOMIC WRITE are RC only (Memory Placement Extensions).
+    /// FLUSH and ATOMIC WRITE are RC only (Memory Placement Extensions);
+    /// memory window binds and local invalidates are for connected QPs.
     pub(crate) fn allowed_on(self, kind: QpKind) -> bool {
         match kind {
             QpKind::Rc => true,
             QpKind::Uc => matches!(
                 self,
-                Self::Send | Self::SendImm | Self::Write | Self::WriteImm
+                Self::Send
+                    | Self::SendImm
+                    | Self::Write
+                    | Self::WriteImm
+                    | Self::Bind
+                    | Self::LocalInv
             ),
             QpKind::Ud => matches!(self, Self::Send | Self::SendImm),
         }
@@ -196,6 +215,15 @@ pub(crate) struct Remote {
     pub(crate) compare_add: u64,
     /// Atomic: the swap value.
     pub(crate) swap: u64,
+}
+
+/// A bind's window and MR, which `ibv_send_wr` names by object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BindObjects {
+    /// The window's rkey before the bind.
+    pub(crate) mw_rkey: u32,
+    /// The MR's lkey (0 for a type 1 unbind, which names no MR).
+    pub(crate) mr_lkey: u32,
 }
 
 /// Where a UD send goes.
@@ -225,6 +253,8 @@ pub(crate) struct SendWr {
     pub(crate) remote: Remote,
     /// UD: the destination; `None` on RC, and an error on UD.
     pub(crate) ud: Option<UdDest>,
+    /// Bind: the window and the MR.
+    pub(crate) bind: BindObjects,
 }
 
 impl SendWr {
@@ -237,6 +267,7 @@ impl SendWr {
             imm_data: 0,
             remote: Remote::default(),
             ud: None,
+            bind: BindObjects::default(),
         }
     }
 
@@ -258,6 +289,7 @@ impl SendWr {
     /// written, whatever the request's own flags said.
     pub(crate) fn header(&self, num: u32, inline: bool) -> OxeSendWqe {
         let ud = self.ud.unwrap_or_default();
+        let bind = self.op == SendOp::Bind;
         let mut send_flags = self.send_flags & !OXE_SEND_INLINE;
         if inline {
             send_flags |= OXE_SEND_INLINE;
@@ -268,12 +300,17 @@ impl SendWr {
             send_flags,
             num_sge: num,
             imm_data: match self.op.imm() {
+                ImmKind::None if bind => self.bind.mw_rkey,
                 ImmKind::None => 0,
                 ImmKind::Imm | ImmKind::Inv => self.imm_data,
             },
             remote_addr: self.remote.addr,
             rkey: self.remote.rkey,
-            remote_qpn: ud.remote_qpn,
+            remote_qpn: if bind {
+                self.bind.mr_lkey
+            } else {
+                ud.remote_qpn
+            },
             remote_qkey: ud.remote_qkey,
             ah_num: ud.ah_num,
             compare_add: self.remote.compare_add,
@@ -417,7 +454,7 @@ mod tests {
         sys::ibv_sge { addr, length, lkey }
     }
 
-    const ALL_OPS: [SendOp; 10] = [
+    const ALL_OPS: [SendOp; 12] = [
         SendOp::Send,
         SendOp::SendImm,
         SendOp::SendInv,
@@ -428,6 +465,8 @@ mod tests {
         SendOp::FetchAdd,
         SendOp::Flush,
         SendOp::AtomicWrite,
+        SendOp::Bind,
+        SendOp::LocalInv,
     ];
 
     #[test]
@@ -454,8 +493,6 @@ mod tests {
             assert_eq!(SendOp::from_ibv(op.ibv()), expect, "{op:?}");
         }
         for other in [
-            sys::IBV_WR_LOCAL_INV,
-            sys::IBV_WR_BIND_MW,
             sys::IBV_WR_TSO,
             sys::IBV_WR_DRIVER1,
             sys::IBV_WR_FLUSH,
@@ -490,7 +527,12 @@ mod tests {
             let on_uc = SendWr::new(1, op, 0).check(QpKind::Uc, false);
             let carried = matches!(
                 op,
-                SendOp::Send | SendOp::SendImm | SendOp::Write | SendOp::WriteImm
+                SendOp::Send
+                    | SendOp::SendImm
+                    | SendOp::Write
+                    | SendOp::WriteImm
+                    | SendOp::Bind
+                    | SendOp::LocalInv
             );
             assert_eq!(on_uc.is_ok(), carried, "{op:?} on UC");
         }
@@ -522,6 +564,8 @@ mod tests {
                     | SendOp::FetchAdd
                     | SendOp::Flush
                     | SendOp::AtomicWrite
+                    | SendOp::Bind
+                    | SendOp::LocalInv
             );
             assert_eq!(wr.check(QpKind::Rc, true).is_ok(), allowed, "{op:?}");
         }

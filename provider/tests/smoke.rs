@@ -91,6 +91,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
     }
     let expected: BTreeSet<&str> = [
         "_verbs_init_and_alloc_context",
+        "ibv_cmd_alloc_mw",
         "ibv_cmd_alloc_pd",
         "ibv_cmd_attach_mcast",
         "ibv_cmd_create_ah",
@@ -99,6 +100,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
         "ibv_cmd_create_qp",
         "ibv_cmd_create_qp_ex2",
         "ibv_cmd_create_srq",
+        "ibv_cmd_dealloc_mw",
         "ibv_cmd_dealloc_pd",
         "ibv_cmd_dereg_mr",
         "ibv_cmd_destroy_ah",

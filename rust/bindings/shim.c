@@ -351,7 +351,20 @@ void oxe_shim_av_from_attr(const struct rdma_ah_attr *attr, struct oxe_av *av)
 	av->traffic_class = grh->traffic_class;
 	av->hop_limit = grh->hop_limit;
 	av->ipv6 = rdma_gid_attr_network_type(sgid) == RDMA_NETWORK_IPV6;
+	av->sgid_index = grh->sgid_index;
 	av->valid = 1;
+}
+
+void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av)
+{
+	union ib_gid dgid;
+
+	memset(attr, 0, sizeof(*attr));
+	attr->type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(attr, 1);
+	memcpy(dgid.raw, av->dgid, 16);
+	rdma_ah_set_grh(attr, &dgid, av->flow_label, av->sgid_index, av->hop_limit,
+			av->traffic_class);
 }
 
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,

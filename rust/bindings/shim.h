@@ -79,8 +79,11 @@ struct oxe_av {
 	u8 traffic_class;
 	u8 hop_limit;
 	u8 valid;
+	u8 sgid_index;
 };
 void oxe_shim_av_from_attr(const struct rdma_ah_attr *attr, struct oxe_av *av);
+/* The RoCE path a query reports: port 1, GRH from @av, no sgid_attr reference. */
+void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av);
 
 /*
  * Transmit: route, allocate and build IP/UDP headers around @len bytes of

@@ -16,6 +16,7 @@ pub(crate) mod kmem;
 pub(crate) mod link;
 pub(crate) mod lock;
 pub(crate) mod mr;
+pub(crate) mod mw;
 pub(crate) mod netdev;
 pub(crate) mod objects;
 pub(crate) mod pkt;

@@ -34,5 +34,6 @@ pub(super) fn set_sizes(ops: &mut b::ib_device_ops) {
     ops.size_ib_cq = core::mem::size_of::<super::cq::CqObj>();
     ops.size_ib_qp = core::mem::size_of::<super::qp::QpObj>();
     ops.size_ib_srq = core::mem::size_of::<super::srq::SrqObj>();
+    ops.size_ib_mw = core::mem::size_of::<super::mw::MwObj>();
     super::ah::sizes(ops);
 }

@@ -55,6 +55,7 @@ impl TxPacket {
             traffic_class: av.traffic_class,
             hop_limit: av.hop_limit,
             valid: 1,
+            sgid_index: av.sgid_index,
         };
         let mut payload: *mut u8 = core::ptr::null_mut();
         let mut local = false;

@@ -241,7 +241,24 @@ pub(super) fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
         ipv6: c.ipv6 != 0,
         traffic_class: c.traffic_class,
         hop_limit: c.hop_limit,
+        sgid_index: c.sgid_index,
     })
+}
+
+/// The path a query reports for `av`.
+fn av_to_attr(av: &Av, attr: &mut b::rdma_ah_attr) {
+    let c = b::oxe_av {
+        sgid: av.sgid,
+        dgid: av.dgid,
+        flow_label: av.flow_label,
+        ipv6: av.ipv6.into(),
+        traffic_class: av.traffic_class,
+        hop_limit: av.hop_limit,
+        valid: 1,
+        sgid_index: av.sgid_index,
+    };
+    // SAFETY: writes the caller's attribute from our struct.
+    unsafe { b::oxe_shim_av_to_attr(attr, &c) };
 }
 
 /// # Safety
@@ -324,6 +341,11 @@ pub(super) unsafe extern "C" fn query_qp(
         a.min_rnr_timer = q.min_rnr_timer;
         a.max_rd_atomic = q.max_rd_atomic;
         a.max_dest_rd_atomic = q.max_dest_rd_atomic;
+        // The path, so that what a query returns can be given back to
+        // modify (pyverbs' QP restart does exactly that).
+        if let Some(av) = q.av.as_ref() {
+            av_to_attr(av, &mut a.ah_attr);
+        }
         a.cap.max_send_wr = qp.caps.max_send_wr;
         a.cap.max_recv_wr = qp.caps.max_recv_wr;
         a.cap.max_send_sge = qp.caps.max_send_sge;
@@ -415,7 +437,10 @@ unsafe fn kernel_wqe(
         }
         // No kernel work request type carries their operands (user space
         // posts them through ibv_wr_flush and ibv_wr_atomic_write only).
-        b::ib_wr_opcode_IB_WR_FLUSH | b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => return Err(EINVAL),
+        // Binds likewise (a kernel consumer has no ib_mw to bind).
+        b::ib_wr_opcode_IB_WR_FLUSH
+        | b::ib_wr_opcode_IB_WR_ATOMIC_WRITE
+        | b::ib_wr_opcode_IB_WR_BIND_MW => return Err(EINVAL),
         _ => {}
     }
     if matches!(qp.ty, QpType::Ud | QpType::Gsi) {

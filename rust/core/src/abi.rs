@@ -325,24 +325,28 @@ abi_structs! {
         /// SGE count, or the inline length in bytes.
         pub num_sge: u32,
         /// Immediate data as it goes on the wire (big endian), or the
-        /// rkey to invalidate for SEND_WITH_INV.
+        /// rkey to invalidate for SEND_WITH_INV and LOCAL_INV. BIND_MW:
+        /// the window's current rkey.
         pub imm_data: u32,
-        /// RDMA and atomic: the remote virtual address.
+        /// RDMA and atomic: the remote virtual address. BIND_MW: the start
+        /// of the range bound.
         pub remote_addr: u64,
-        /// RDMA and atomic: the remote key.
+        /// RDMA and atomic: the remote key. BIND_MW: the window's new rkey.
         pub rkey: u32,
-        /// UD: the destination QP number.
+        /// UD: the destination QP number. BIND_MW: the lkey of the MR the
+        /// window is bound to.
         pub remote_qpn: u32,
         /// UD: the destination Q_Key.
         pub remote_qkey: u32,
         /// UD: the address handle, as `create_ah` numbered it.
         pub ah_num: u32,
         /// Atomic: the compare value (CAS) or the addend (fetch-and-add).
-        /// ATOMIC WRITE: the 8 bytes to store, in memory order. FLUSH: the
-        /// length of the range.
+        /// ATOMIC WRITE: the 8 bytes to store, in memory order. FLUSH and
+        /// BIND_MW: the length of the range.
         pub compare_add: u64,
         /// Atomic: the swap value (CAS). FLUSH: its placement type and
-        /// selectivity level, packed by [`flush_attrs`].
+        /// selectivity level, packed by [`flush_attrs`]. BIND_MW: the
+        /// window's access flags.
         pub swap: u64,
     }
 
