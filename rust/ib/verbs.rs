@@ -58,6 +58,7 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         fill_res_mr_entry: Some(fill_res_mr_entry),
         alloc_hw_device_stats: Some(super::stats::alloc_device_stats),
         get_hw_stats: Some(super::stats::get_stats),
+        process_mad: Some(super::mad::process_mad),
         ..Default::default()
     };
     super::objects::set_sizes(&mut ops);
@@ -69,7 +70,9 @@ pub(super) fn device_ops() -> b::ib_device_ops {
 /// # Safety
 ///
 /// `ib` is the device of the callback in progress.
-unsafe fn dev_of(ib: *mut b::ib_device) -> Result<(IbDev, &'static crate::device::OxeDevice)> {
+pub(super) unsafe fn dev_of(
+    ib: *mut b::ib_device,
+) -> Result<(IbDev, &'static crate::device::OxeDevice)> {
     // SAFETY: caller contract; ib_core keeps the device for the callback.
     let dev = unsafe { IbDev::from_raw(ib) }.ok_or(ENODEV)?;
     // The 'static is confined to this file: every caller uses it only for
