@@ -33,10 +33,14 @@ suite_oxe_lifecycle() {
     table=$(gid_table oxe0)
     [[ $table != *":0a0b:0009 "* ]] || fail "GID outlived its address" || return 1
 
-    # Port state follows the netdev.
+    # Port state follows the netdev; the PerfMgmt LinkDowned counter counts the fall.
+    local counters=/sys/class/infiniband/oxe0/ports/1/counters downed
+    downed=$(cat $counters/link_downed) || fail "no PerfMgmt port counters" || return 1
     ip link set veth0 down
     sleep 1
     [[ $(port_state oxe0) == *DOWN* ]] || fail "port $(port_state oxe0) with veth0 down" || return 1
+    [ "$(cat $counters/link_downed)" = $((downed + 1)) ] ||
+        fail "link_downed $(cat $counters/link_downed) after one fall from $downed" || return 1
     ip link set veth0 up
     # IPv6 drops a link's addresses when it goes down (keep_addr_on_down is
     # off): put this one back for the suites after this one (rping6).
