@@ -44,6 +44,58 @@ pub(crate) struct Counters {
     pub(crate) mw_bind: AtomicU64,
     /// Type 2 windows freed by a local invalidate or a SEND with Invalidate.
     pub(crate) mw_invalidate: AtomicU64,
+    /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
+    /// listed in `NAMES`: every RoCE packet the port sends or receives
+    /// intact (ICRC checked), counted from BTH through ICRC on both sides,
+    /// so that a device talking to itself counts each byte once each way.
+    pub(crate) port: PortCounters,
+}
+
+/// Traffic and link events of the device's one port.
+#[derive(Default)]
+pub(crate) struct PortCounters {
+    pub(crate) xmit_bytes: AtomicU64,
+    pub(crate) xmit_packets: AtomicU64,
+    pub(crate) multicast_xmit_packets: AtomicU64,
+    pub(crate) rcv_bytes: AtomicU64,
+    pub(crate) rcv_packets: AtomicU64,
+    pub(crate) multicast_rcv_packets: AtomicU64,
+    /// Times the port went from active to down.
+    pub(crate) link_downed: AtomicU64,
+}
+
+impl PortCounters {
+    /// Counts one packet of `len` bytes sent.
+    pub(crate) fn sent(&self, len: usize, multicast: bool) {
+        add(&self.xmit_bytes, len);
+        inc(&self.xmit_packets);
+        if multicast {
+            inc(&self.multicast_xmit_packets);
+        }
+    }
+
+    /// Counts one packet of `len` bytes received intact.
+    pub(crate) fn received(&self, len: usize, multicast: bool) {
+        add(&self.rcv_bytes, len);
+        inc(&self.rcv_packets);
+        if multicast {
+            inc(&self.multicast_rcv_packets);
+        }
+    }
+
+    /// The counts as the PerfMgmt agent reports them.
+    pub(crate) fn snapshot(&self) -> crate::oxe_core::pma::PortCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::oxe_core::pma::PortCounts {
+            xmit_bytes: get(&self.xmit_bytes),
+            rcv_bytes: get(&self.rcv_bytes),
+            xmit_packets: get(&self.xmit_packets),
+            rcv_packets: get(&self.rcv_packets),
+            multicast_xmit_packets: get(&self.multicast_xmit_packets),
+            multicast_rcv_packets: get(&self.multicast_rcv_packets),
+            link_downed: get(&self.link_downed),
+        }
+    }
 }
 
 impl Counters {
@@ -71,6 +123,11 @@ impl Counters {
 /// Adds one to a counter.
 pub(crate) fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Adds `n` to a counter.
+fn add(c: &AtomicU64, n: usize) {
+    c.fetch_add(n as u64, Ordering::Relaxed);
 }
 
 /// Takes one off a gauge.

@@ -10,6 +10,7 @@ use crate::keys::KeyTable;
 use crate::net::PortSockets;
 use crate::oxe_core::abi::{self, OxeAllocUcontextResp};
 use crate::oxe_core::Key;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::sync::Arc;
@@ -66,6 +67,8 @@ pub(crate) struct OxeDevice {
     /// Node and system image GUID, taken once: a netdev without a MAC (tun)
     /// yields a random one, which must not change from one query to the next.
     pub(crate) guid: u64,
+    /// Whether the port was active at the last link event (for LinkDowned).
+    port_active: AtomicBool,
     pub(crate) netdev: NetDev,
 }
 
@@ -86,6 +89,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
             mw_keys: KeyTable::new(crate::keys::MW_KEYS)?,
             counters: Arc::new(Counters::default(), GFP_KERNEL)?,
             guid: ndev.eui64(),
+            port_active: AtomicBool::new(ndev.is_up()),
             netdev: ndev,
         },
         GFP_KERNEL,
@@ -188,6 +192,16 @@ impl OxeDevice {
         attr.active_width = b::ib_port_width_IB_WIDTH_1X as u8;
         attr.active_speed = b::ib_port_speed_IB_SPEED_SDR as u16;
         Ok(())
+    }
+
+    /// The netdev's link changed (up, down, carrier): returns whether the
+    /// port is active now, and counts a fall from active to down.
+    pub(crate) fn link_changed(&self) -> bool {
+        let up = self.netdev.is_up();
+        if self.port_active.swap(up, Ordering::Relaxed) && !up {
+            inc(&self.counters.port.link_downed);
+        }
+        up
     }
 
     /// Queues a received packet for the receive work.

@@ -20,6 +20,8 @@ pub(crate) struct Packet<'a> {
     hdr: packet::Packet<'a>,
     /// The IP header, for a UD receive's GRH.
     pub(crate) ip: &'a [u8],
+    /// The RoCE packet's length, BTH through ICRC.
+    pub(crate) len: usize,
 }
 
 impl<'a> core::ops::Deref for Packet<'a> {
@@ -44,6 +46,7 @@ pub(crate) fn parse(bytes: &[u8], l4: usize, verified: bool) -> Option<Packet<'_
     Some(Packet {
         hdr: packet::parse(roce)?,
         ip,
+        len: roce.len().checked_add(ICRC_LEN)?,
     })
 }
 
@@ -66,6 +69,9 @@ impl OxeDevice {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
+            self.counters
+                .port
+                .received(p.len, p.bth.dest_qpn == Bth::MULTICAST_QPN);
             if p.bth.dest_qpn == Bth::MULTICAST_QPN {
                 self.dispatch_multicast(&p);
                 return;

@@ -104,6 +104,9 @@ pub(crate) fn transmit<E>(
     fill(data).map_err(TxError::Fill)?;
     tail.fill(0);
     pkt.seal().map_err(|_| TxError::Net)?;
+    drv.counters
+        .port
+        .sent(total, crate::oxe_core::gid::is_multicast(&av.dgid));
     if pkt.is_local() {
         drv.loopback(pkt.into_rx());
     } else {

@@ -176,7 +176,7 @@ pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
             _ => {
                 if let Ok(drv) = dev.drv() {
                     if ev == NetEvent::LinkChange {
-                        let event = if drv.netdev.is_up() {
+                        let event = if drv.link_changed() {
                             b::ib_event_type_IB_EVENT_PORT_ACTIVE
                         } else {
                             b::ib_event_type_IB_EVENT_PORT_ERR

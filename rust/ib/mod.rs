@@ -15,6 +15,7 @@ pub(crate) mod error;
 pub(crate) mod kmem;
 pub(crate) mod link;
 pub(crate) mod lock;
+pub(crate) mod mad;
 pub(crate) mod mr;
 pub(crate) mod mw;
 pub(crate) mod netdev;

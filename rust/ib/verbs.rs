@@ -60,6 +60,7 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         fill_res_mr_entry: Some(fill_res_mr_entry),
         alloc_hw_device_stats: Some(super::stats::alloc_device_stats),
         get_hw_stats: Some(super::stats::get_stats),
+        process_mad: Some(super::mad::process_mad),
         ..Default::default()
     };
     super::objects::set_sizes(&mut ops);

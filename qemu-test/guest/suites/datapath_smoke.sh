@@ -1,5 +1,5 @@
 # Suite: the data path in its simplest forms, on one device (loopback):
-# rdma-core's pingpong examples, rping and mckey.
+# rdma-core's pingpong examples, rping and mckey, and the port counters they move.
 # Each check names its tool and direction; the suite fails on the first miss.
 
 # The GID index of DEV's IPv4 (v4-mapped) RoCE v2 entry.
@@ -38,6 +38,29 @@ pair() { # name timeout "server cmd" "client cmd" [tcp port the server listens o
     return 1
 }
 
+# The port's PerfMgmt counters (sysfs ports/1/counters, from the driver's
+# process_mad): data in 4-byte words, sent and received, then packets.
+port_traffic() { # dev
+    local c=/sys/class/infiniband/$1/ports/1/counters
+    echo "$(cat $c/port_xmit_data) $(cat $c/port_rcv_data) $(cat $c/port_xmit_packets) $(cat $c/port_rcv_packets)"
+}
+
+# After traffic between two ends of one device, what the port sent it also
+# received: the counters moved, and by the same amount each way.
+check_loopback_traffic() { # dev "counters before"
+    local xd rd xp rp xd0 rd0 xp0 rp0
+    sleep 1 # the last acknowledgements may still be on their way
+    read -r xd0 rd0 xp0 rp0 <<<"$2"
+    read -r xd rd xp rp <<<"$(port_traffic "$1")"
+    xd=$((xd - xd0)) rd=$((rd - rd0)) xp=$((xp - xp0)) rp=$((rp - rp0))
+    if [ "$xd" -gt 0 ] && [ "$xd" = "$rd" ] && [ "$xp" -gt 0 ] && [ "$xp" = "$rp" ]; then
+        echo "ok   port_counters_loopback: sent = received = $xd words, $xp packets"
+        return 0
+    fi
+    echo "FAIL port_counters_loopback: sent $xd words $xp packets, received $rd words $rp packets"
+    return 1
+}
+
 suite_datapath_smoke() { # dev
     local dev=$1 g fails=0
     g=$(ipv4_gid "$dev")
@@ -50,8 +73,11 @@ suite_datapath_smoke() { # dev
         "ibv_srq_pingpong -d $dev -g $g -n 20 127.0.0.1" 18515 || fails=$((fails + 1))
     pair rc_pingpong_big_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536" \
         "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" 18515 || fails=$((fails + 1))
+    local before
+    before=$(port_traffic "$dev") || { echo "FAIL $dev has no PerfMgmt port counters"; return 1; }
     pair rping_loopback 120 "rping -s -a 10.11.0.1 -C 5 -v" \
         "rping -c -a 10.11.0.1 -C 5 -v" || fails=$((fails + 1))
+    check_loopback_traffic "$dev" "$before" || fails=$((fails + 1))
     # UD multicast through RDMA-CM: three receiving QPs in one group, each
     # must get all 20 datagrams of a sender whose own QP is in the group too.
     pair mckey_loopback 120 "mckey -m 230.11.0.7 -b 10.11.0.1 -c 3 -C 20" \

@@ -12,9 +12,14 @@ selftest_dir() { # label
     rm -rf "$dst" && mkdir -p "$dst/rdma" "$dst/kselftest"
     cp "$src"/kselftest/ktap_helpers.sh "$dst/kselftest/"
     cp "$src"/rdma/Makefile "$dst/rdma/"
+    # rxe_sent_rcvd_bytes.sh checks that sent and received byte counts moved
+    # alike, which holds just as well when rping failed and nothing moved:
+    # in the copy, a failed rping client or an unmoved count fails the test.
     local f
     for f in "$src"/rdma/*.sh; do
         sed -e "s/rdma_rxe/$1/g" -e "s/type rxe/type $1/g" -e "s/\brxe\([0-9]\)/$1\1/g" \
+            -e '/^rping -c -a 1\.1\.1\.1 /s/$/ || { echo "Error: rping client failed" >\&2; exit 1; }/' \
+            -e '/^result0=/a [ "$result0" -gt 0 ] || { echo "Error: no bytes sent" >\&2; exit 1; }' \
             "$f" >"$dst/rdma/$(basename "$f")"
     done
     echo "$dst/rdma"

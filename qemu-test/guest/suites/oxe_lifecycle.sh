@@ -33,10 +33,14 @@ suite_oxe_lifecycle() {
     table=$(gid_table oxe0)
     [[ $table != *":0a0b:0009 "* ]] || fail "GID outlived its address" || return 1
 
-    # Port state follows the netdev.
+    # Port state follows the netdev; the PerfMgmt LinkDowned counter counts the fall.
+    local counters=/sys/class/infiniband/oxe0/ports/1/counters downed
+    downed=$(cat $counters/link_downed) || fail "no PerfMgmt port counters" || return 1
     ip link set veth0 down
     sleep 1
     [[ $(port_state oxe0) == *DOWN* ]] || fail "port $(port_state oxe0) with veth0 down" || return 1
+    [ "$(cat $counters/link_downed)" = $((downed + 1)) ] ||
+        fail "link_downed $(cat $counters/link_downed) after one fall from $downed" || return 1
     ip link set veth0 up
     # IPv6 drops a link's addresses when it goes down (keep_addr_on_down is
     # off): put this one back for the suites after this one (rping6).
@@ -73,6 +77,25 @@ suite_oxe_lifecycle() {
     [ "$pin" = 0 ] || fail "pages still pinned after rmmod: $pin kB" || return 1
     release_mr
     grep -q '^oxe ' /proc/modules && { fail "oxe still loaded"; return 1; }
+
+    # A tun netdev (no link-layer address, ARPHRD_NONE): GIDs from its
+    # address and RC traffic to itself through them, which the port counts
+    # once each way. (RDMA-CM does not bind to such a netdev for any device
+    # but rxe, see qemu-test/expected/kselftest-oxe.txt: verbs only.)
+    modprobe tun
+    ip tuntap add mode tun oxetun0
+    ip addr add 10.12.0.1/24 dev oxetun0
+    ip link set oxetun0 up
+    rdma link add oxe7 type oxe netdev oxetun0 || fail "rdma link add on tun" || return 1
+    local g before
+    g=$(gid_index oxe7 10.12.0.1) || fail "no GID for the tun address" || return 1
+    before=$(port_traffic oxe7) || fail "no port counters on oxe7" || return 1
+    pair rc_pingpong_tun 120 "ibv_rc_pingpong -d oxe7 -g $g -n 20" \
+        "ibv_rc_pingpong -d oxe7 -g $g -n 20 127.0.0.1" 18515 || return 1
+    check_loopback_traffic oxe7 "$before" || return 1
+    ip link del oxetun0
+    sleep 1
+    [ ! -e /sys/class/infiniband/oxe7 ] || fail "oxe7 survived its tun netdev" || return 1
 
     # Unregistering the netdev removes the device.
     ip link add oxedummy0 type dummy

@@ -55,6 +55,7 @@ pub mod icrc;
 pub mod key;
 pub mod opcode;
 pub mod packet;
+pub mod pma;
 pub mod psn;
 pub mod qp_state;
 pub mod queue;
