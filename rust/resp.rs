@@ -61,19 +61,35 @@ impl Qp {
         q.attr.av
     }
 
-    fn send_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, syndrome: Syndrome) {
+    /// Sends a response without payload that carries an AETH with
+    /// `syndrome` and the current MSN: an ACK or NAK, an atomic
+    /// acknowledgement (with `atomic_ack`), or an empty read response.
+    fn respond(
+        &self,
+        drv: &OxeDevice,
+        q: &QpInner,
+        opcode: u8,
+        psn: Psn,
+        syndrome: Syndrome,
+        atomic_ack: Option<AtomicAckEth>,
+    ) {
         let Some(av) = self.peer(q) else { return };
         let h = Headers {
-            opcode: op::RC_ACKNOWLEDGE,
+            opcode,
             psn,
             dest_qpn: q.attr.dest_qpn,
             aeth: Some(Aeth {
                 syndrome,
                 msn: q.resp.msn & 0x00ff_ffff,
             }),
+            atomic_ack,
             ..Headers::default()
         };
         let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+    }
+
+    fn send_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, syndrome: Syndrome) {
+        self.respond(drv, q, op::RC_ACKNOWLEDGE, psn, syndrome, None);
     }
 
     fn ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn) {
@@ -470,21 +486,11 @@ impl Qp {
     }
 
     fn atomic_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, orig: u64) {
-        let Some(av) = self.peer(q) else { return };
-        let h = Headers {
-            opcode: op::RC_ATOMIC_ACKNOWLEDGE,
-            psn,
-            dest_qpn: q.attr.dest_qpn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack {
-                    credits: CREDITS_INVALID,
-                },
-                msn: q.resp.msn & 0x00ff_ffff,
-            }),
-            atomic_ack: Some(AtomicAckEth { orig }),
-            ..Headers::default()
+        let ack = Syndrome::Ack {
+            credits: CREDITS_INVALID,
         };
-        let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+        let orig = Some(AtomicAckEth { orig });
+        self.respond(drv, q, op::RC_ATOMIC_ACKNOWLEDGE, psn, ack, orig);
     }
 
     fn execute_atomic(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
@@ -530,20 +536,10 @@ impl Qp {
     /// without data, as the Memory Placement Extensions define (rdma_rxe
     /// answers the same way, so either side can be the peer).
     fn empty_read_response(&self, drv: &OxeDevice, q: &QpInner, psn: Psn) {
-        let Some(av) = self.peer(q) else { return };
-        let h = Headers {
-            opcode: op::RC_RDMA_READ_RESPONSE_ONLY,
-            psn,
-            dest_qpn: q.attr.dest_qpn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack {
-                    credits: CREDITS_INVALID,
-                },
-                msn: q.resp.msn & 0x00ff_ffff,
-            }),
-            ..Headers::default()
+        let ack = Syndrome::Ack {
+            credits: CREDITS_INVALID,
         };
-        let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+        self.respond(drv, q, op::RC_RDMA_READ_RESPONSE_ONLY, psn, ack, None);
     }
 
     /// A request that was carried out: it takes its PSN and message number

@@ -218,7 +218,8 @@ impl Remote<'_> {
 
     /// Resolves `rkey` for an operation on the whole region (a FLUSH of
     /// selectivity MR): PD and rights are checked, no address range. A
-    /// window's rkey is refused: windows grant no FLUSH right.
+    /// window's rkey is refused, as that selectivity names a region; a
+    /// window bound with FLUSH_GLOBAL takes range FLUSHes through `resolve`.
     pub(crate) fn resolve_key(&self, rkey: u32, op: AccessOp) -> Result<Target, Denied> {
         let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
         mr.check_rights(self.pd, op)?;
