@@ -314,6 +314,9 @@ impl Qp {
                 i += 1;
                 continue;
             }
+            if is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q) {
+                break;
+            }
             match self.send_next(drv, q, i) {
                 Ok(()) => budget -= 1,
                 Err(status) => {
@@ -621,6 +624,29 @@ impl Qp {
         progress
     }
 
+    /// Whether another read or atomic may go on the wire.
+    ///
+    /// Going back after a loss resends every read still unanswered, and each
+    /// is answered in full again: with 128 reads of 64 packets outstanding
+    /// that is 8192 response packets at once, more than the receive backlog
+    /// holds, so the retry loses packets too and, repeated, exhausts the
+    /// retry count (seen as RETRY_EXC_ERR in ib_read_bw). After a loss the
+    /// requester therefore starts again with one read on the wire and
+    /// doubles the window with every acknowledgement, as TCP's slow start
+    /// does.
+    fn read_window_open(q: &QpInner) -> bool {
+        if q.req.rd_window == 0 {
+            return true;
+        }
+        let on_wire = q
+            .req
+            .pending
+            .iter()
+            .filter(|p| !p.done && p.sent > 0 && is_read_or_atomic(p.wr.wqe.opcode))
+            .count();
+        on_wire < q.req.rd_window as usize
+    }
+
     /// Go back to `psn`: every unfinished request from there is resent.
     fn rewind(&self, q: &mut QpInner, psn: Psn) {
         for p in q.req.pending.iter_mut() {
@@ -629,6 +655,7 @@ impl Qp {
             }
             if is_read_or_atomic(p.wr.wqe.opcode) {
                 p.sent = 0;
+                q.req.rd_window = 1;
                 continue;
             }
             let last = p.first_psn.add(p.npsn - 1);
@@ -822,6 +849,13 @@ impl Qp {
             q.req.retries_left = q.attr.retry_cnt;
             q.req.deadline = None;
             q.req.read_gap_retried = false;
+            if q.req.rd_window != 0 {
+                let limit = u32::from(q.attr.max_rd_atomic).max(1);
+                q.req.rd_window = q.req.rd_window.saturating_mul(2);
+                if q.req.rd_window >= limit {
+                    q.req.rd_window = 0;
+                }
+            }
         }
         self.retire(q);
         if q.req
@@ -849,14 +883,20 @@ impl Qp {
         if q.state != QpState::Rts || q.req.rnr_until.is_some() {
             return false;
         }
-        self.sq_has_new(q)
-            || q.req.pending.iter().any(|p| {
-                let total = if is_read_or_atomic(p.wr.wqe.opcode) {
-                    1
-                } else {
-                    p.npsn
-                };
-                !p.done && p.sent < total
-            })
+        let next = q.req.pending.iter().find(|p| {
+            let total = if is_read_or_atomic(p.wr.wqe.opcode) {
+                1
+            } else {
+                p.npsn
+            };
+            !p.done && p.sent < total
+        });
+        match next {
+            // The requester stops at a read the window holds back.
+            Some(p) => {
+                !(is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q))
+            }
+            None => self.sq_has_new(q),
+        }
     }
 }
