@@ -68,9 +68,7 @@ pub(crate) fn transmit<E>(
     let hdr_len = info.header_len();
     let pad = (4 - payload_len % 4) % 4;
     let total = hdr_len + payload_len + pad + ICRC_LEN;
-    // Datagrams name their destination per packet: no cache for them.
-    let route = h.deth.is_none().then_some(&out.route);
-    let mut pkt = TxPacket::new(&drv.netdev, av, sport, total, route).map_err(|_| TxError::Net)?;
+    let mut pkt = TxPacket::new(&drv.netdev, av, sport, total).map_err(|_| TxError::Net)?;
     let buf = pkt.payload();
     let bth = Bth {
         opcode: h.opcode,

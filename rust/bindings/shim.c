@@ -22,7 +22,6 @@
 #include <net/ipv6.h>
 #include <net/if_inet6.h>
 #include <net/udp.h>
-#include <net/dst_cache.h>
 #include "shim.h"
 
 /* Implemented in Rust (rust/ib/debugfs.rs): prints one MR's translation. */
@@ -368,82 +367,8 @@ void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av)
 			av->traffic_class);
 }
 
-struct oxe_route {
-	struct dst_cache cache;
-	/* The path the cache holds routes for. */
-	u8 sgid[16];
-	u8 dgid[16];
-	bool ipv6;
-	bool keyed;
-};
-
-struct oxe_route *oxe_shim_route_new(void)
-{
-	struct oxe_route *r = kzalloc(sizeof(*r), GFP_KERNEL);
-
-	if (!r)
-		return NULL;
-	if (dst_cache_init(&r->cache, GFP_KERNEL)) {
-		kfree(r);
-		return NULL;
-	}
-	return r;
-}
-
-void oxe_shim_route_free(struct oxe_route *route)
-{
-	if (!route)
-		return;
-	dst_cache_destroy(&route->cache);
-	kfree(route);
-}
-
-static bool oxe_route_matches(const struct oxe_route *r, const struct oxe_av *av)
-{
-	return r->keyed && r->ipv6 == !!av->ipv6 && !memcmp(r->sgid, av->sgid, 16) &&
-	       !memcmp(r->dgid, av->dgid, 16);
-}
-
-/* A cached route for @av, with a reference, or NULL. Callers hold the QP lock. */
-static struct dst_entry *oxe_route_get(struct oxe_route *r, const struct oxe_av *av)
-{
-	struct dst_entry *dst;
-
-	if (!r || !oxe_route_matches(r, av))
-		return NULL;
-	local_bh_disable();
-	dst = dst_cache_get(&r->cache);
-	local_bh_enable();
-	return dst;
-}
-
-static void oxe_route_set(struct oxe_route *r, const struct oxe_av *av, struct dst_entry *dst)
-{
-	if (!r)
-		return;
-	if (!oxe_route_matches(r, av)) {
-		/* A new path (modify_qp changed it): routes for the old one go. */
-		dst_cache_reset(&r->cache);
-		memcpy(r->sgid, av->sgid, 16);
-		memcpy(r->dgid, av->dgid, 16);
-		r->ipv6 = av->ipv6;
-		r->keyed = true;
-	}
-	local_bh_disable();
-	if (av->ipv6) {
-		dst_cache_set_ip6(&r->cache, dst, (const struct in6_addr *)av->sgid);
-	} else {
-		__be32 saddr;
-
-		memcpy(&saddr, av->sgid + 12, 4);
-		dst_cache_set_ip4(&r->cache, dst, saddr);
-	}
-	local_bh_enable();
-}
-
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
-				  unsigned int len, struct oxe_route *route, u8 **payload,
-				  bool *local, int *err)
+				  unsigned int len, u8 **payload, bool *local, int *err)
 {
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
@@ -451,13 +376,7 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 	struct udphdr *uh;
 	unsigned int hdr = av->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
 
-	dst = oxe_route_get(route, av);
-	if (dst) {
-		if (av->ipv6)
-			*local = dst->dev->flags & IFF_LOOPBACK;
-		else
-			*local = dst_rtable(dst)->rt_type == RTN_LOCAL;
-	} else if (av->ipv6) {
+	if (av->ipv6) {
 		struct flowi6 fl6 = {};
 
 		fl6.flowi6_oif = ndev->ifindex;
@@ -475,7 +394,6 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 			return NULL;
 		}
 		*local = dst->dev->flags & IFF_LOOPBACK;
-		oxe_route_set(route, av, dst);
 	} else {
 		struct flowi4 fl = {};
 		struct rtable *rt;
@@ -491,7 +409,6 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		}
 		dst = &rt->dst;
 		*local = rt->rt_type == RTN_LOCAL;
-		oxe_route_set(route, av, dst);
 	}
 
 	/* The requester runs under its QP's softirq-safe lock. */

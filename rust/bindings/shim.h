@@ -90,17 +90,8 @@ void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av);
  * RoCE payload, which the caller writes at *@payload. *@local is set when the
  * destination is this host (loopback delivery, no wire).
  */
-/*
- * A connected QP's route, cached (per CPU, validated by the routing code) for
- * the one path it was filled for, so that a packet costs no route lookup.
- */
-struct oxe_route;
-struct oxe_route *oxe_shim_route_new(void);
-void oxe_shim_route_free(struct oxe_route *route);
-
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
-				  unsigned int len, struct oxe_route *route, u8 **payload,
-				  bool *local, int *err);
+				  unsigned int len, u8 **payload, bool *local, int *err);
 int oxe_shim_tx_send(struct sk_buff *skb);
 void oxe_shim_kfree_skb(struct sk_buff *skb);
 /* The bytes from the IP header to the end of the packet, linearized. */

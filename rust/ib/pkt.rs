@@ -43,32 +43,20 @@ pub(crate) struct TxPacket {
     local: bool,
 }
 
-/// An address vector as the C side takes it.
-pub(crate) fn c_av(av: &Av) -> b::oxe_av {
-    b::oxe_av {
-        sgid: av.sgid,
-        dgid: av.dgid,
-        flow_label: av.flow_label,
-        ipv6: av.ipv6.into(),
-        traffic_class: av.traffic_class,
-        hop_limit: av.hop_limit,
-        valid: 1,
-        sgid_index: av.sgid_index,
-    }
-}
-
 impl TxPacket {
     /// Routes to `av` from `ndev` and allocates room for `len` bytes after
-    /// the UDP header (BTH, payload and ICRC). `route` is the sending QP's
-    /// route cache, for a connected QP (whose path rarely changes).
-    pub(crate) fn new(
-        ndev: &NetDev,
-        av: &Av,
-        sport: u16,
-        len: usize,
-        route: Option<&Route>,
-    ) -> Result<Self> {
-        let c_av = c_av(av);
+    /// the UDP header (BTH, payload and ICRC).
+    pub(crate) fn new(ndev: &NetDev, av: &Av, sport: u16, len: usize) -> Result<Self> {
+        let c_av = b::oxe_av {
+            sgid: av.sgid,
+            dgid: av.dgid,
+            flow_label: av.flow_label,
+            ipv6: av.ipv6.into(),
+            traffic_class: av.traffic_class,
+            hop_limit: av.hop_limit,
+            valid: 1,
+            sgid_index: av.sgid_index,
+        };
         let mut payload: *mut u8 = core::ptr::null_mut();
         let mut local = false;
         let mut err = 0;
@@ -80,7 +68,6 @@ impl TxPacket {
                 &c_av,
                 sport,
                 len_c,
-                route.map_or(core::ptr::null_mut(), |r| r.0.as_ptr()),
                 &mut payload,
                 &mut local,
                 &mut err,
@@ -206,8 +193,6 @@ impl Drop for RxPacket {
 /// [`TxPacket::seal`], with their routes.
 pub(crate) struct TxQueue {
     q: NonNull<b::oxe_skbq>,
-    /// The QP's cached route (see [`Route`]).
-    pub(crate) route: Route,
     /// Someone is sending from the queue. One sender at a time keeps the
     /// QP's packets in order: two CPUs popping in turn would interleave
     /// them onto two receive backlogs, and the peer would see a PSN gap.
@@ -225,7 +210,6 @@ impl TxQueue {
         let q = unsafe { b::oxe_shim_skbq_new() };
         Ok(TxQueue {
             q: NonNull::new(q).ok_or(ENOMEM)?,
-            route: Route::new()?,
             sending: AtomicBool::new(false),
         })
     }
@@ -272,35 +256,6 @@ impl TxQueue {
                 return;
             }
         }
-    }
-}
-
-/// A QP's route cache: the route to its peer, looked up once and kept (per
-/// CPU, dropped when the routing code invalidates it), as rdma_rxe keeps one
-/// in its QP's socket. Without it every packet paid a FIB lookup.
-///
-/// # Invariants
-///
-/// `self.0` is a live `oxe_route`, used under the QP's lock only.
-pub(crate) struct Route(NonNull<b::oxe_route>);
-
-// SAFETY: used under the QP's lock only (type invariant).
-unsafe impl Send for Route {}
-// SAFETY: as above.
-unsafe impl Sync for Route {}
-
-impl Route {
-    fn new() -> Result<Self> {
-        // SAFETY: plain allocation.
-        let r = unsafe { b::oxe_shim_route_new() };
-        Ok(Route(NonNull::new(r).ok_or(ENOMEM)?))
-    }
-}
-
-impl Drop for Route {
-    fn drop(&mut self) {
-        // SAFETY: live (type invariant), not used again.
-        unsafe { b::oxe_shim_route_free(self.0.as_ptr()) };
     }
 }
 
