@@ -43,20 +43,25 @@ pub(crate) struct TxPacket {
     local: bool,
 }
 
+/// An address vector as the C side takes it.
+pub(crate) fn c_av(av: &Av) -> b::oxe_av {
+    b::oxe_av {
+        sgid: av.sgid,
+        dgid: av.dgid,
+        flow_label: av.flow_label,
+        ipv6: av.ipv6.into(),
+        traffic_class: av.traffic_class,
+        hop_limit: av.hop_limit,
+        valid: 1,
+        sgid_index: av.sgid_index,
+    }
+}
+
 impl TxPacket {
     /// Routes to `av` from `ndev` and allocates room for `len` bytes after
     /// the UDP header (BTH, payload and ICRC).
     pub(crate) fn new(ndev: &NetDev, av: &Av, sport: u16, len: usize) -> Result<Self> {
-        let c_av = b::oxe_av {
-            sgid: av.sgid,
-            dgid: av.dgid,
-            flow_label: av.flow_label,
-            ipv6: av.ipv6.into(),
-            traffic_class: av.traffic_class,
-            hop_limit: av.hop_limit,
-            valid: 1,
-            sgid_index: av.sgid_index,
-        };
+        let c_av = c_av(av);
         let mut payload: *mut u8 = core::ptr::null_mut();
         let mut local = false;
         let mut err = 0;

@@ -247,16 +247,7 @@ pub(super) fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
 
 /// The path a query reports for `av`.
 fn av_to_attr(av: &Av, attr: &mut b::rdma_ah_attr) {
-    let c = b::oxe_av {
-        sgid: av.sgid,
-        dgid: av.dgid,
-        flow_label: av.flow_label,
-        ipv6: av.ipv6.into(),
-        traffic_class: av.traffic_class,
-        hop_limit: av.hop_limit,
-        valid: 1,
-        sgid_index: av.sgid_index,
-    };
+    let c = super::pkt::c_av(av);
     // SAFETY: writes the caller's attribute from our struct.
     unsafe { b::oxe_shim_av_to_attr(attr, &c) };
 }
