@@ -95,14 +95,8 @@ impl<T: Keyed> KeyTable<T> {
 
     /// The object `key` names, if the key is current.
     pub(crate) fn lookup(&self, key: u32) -> Option<Arc<T>> {
-        let key = Key::from_raw(key);
-        if !self.source.contains_index(key.index()) {
-            return None;
-        }
-        let _bh = BhOff::new();
-        let guard = self.xa.lock();
-        let obj = guard.get(key.index() as usize)?;
-        (obj.current_key() == key.raw()).then(|| obj.into())
+        self.lookup_index(key)
+            .filter(|obj| obj.current_key() == key)
     }
 
     /// The object at the index `key` names, whatever its variant: for a

@@ -226,12 +226,7 @@ impl Mr {
         f: impl FnOnce(&Umem, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         let st = self.state.lock();
-        if st.pd != pd {
-            return Err(Denied::Pd);
-        }
-        if check_rights && !st.access.permits(op) {
-            return Err(Denied::Rights);
-        }
+        st.admit(pd, check_rights.then_some(op))?;
         if !st.range.contains(iova, len) {
             return Err(Denied::Bounds);
         }
@@ -247,11 +242,18 @@ impl Mr {
     /// Checks that a QP of PD `pd` may use the region for `op` at all,
     /// wherever in it.
     pub(crate) fn check_rights(&self, pd: PdId, op: AccessOp) -> core::result::Result<(), Denied> {
-        let st = self.state.lock();
-        if st.pd != pd {
+        self.state.lock().admit(pd, Some(op))
+    }
+}
+
+impl MrState {
+    /// The checks every use of the region starts with: a QP of PD `pd`, and
+    /// (unless a window's rights stand in for the MR's) the right for `op`.
+    fn admit(&self, pd: PdId, op: Option<AccessOp>) -> core::result::Result<(), Denied> {
+        if self.pd != pd {
             return Err(Denied::Pd);
         }
-        if !st.access.permits(op) {
+        if op.is_some_and(|op| !self.access.permits(op)) {
             return Err(Denied::Rights);
         }
         Ok(())
@@ -281,9 +283,8 @@ impl Mr {
         access: Access,
     ) -> core::result::Result<u64, BindRefused> {
         let st = self.state.lock();
-        if st.pd != pd || !st.access.permits(AccessOp::MwBind) {
-            return Err(BindRefused);
-        }
+        st.admit(pd, Some(AccessOp::MwBind))
+            .map_err(|_| BindRefused)?;
         let writes =
             access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
         if writes && !st.access.contains(Access::LOCAL_WRITE) {

@@ -139,18 +139,12 @@ impl Mw {
         let binding = if req.len == 0 {
             None
         } else {
+            let start = if zero_based { 0 } else { req.addr };
+            let range = Range::new(start, req.len).map_err(|_| Refused)?;
             let mr = drv.keys.lookup(req.mr_lkey).ok_or(Refused)?;
             let mr_base = mr
                 .bind_window(pd, req.addr, req.len, zero_based, access)
                 .map_err(|_| Refused)?;
-            let start = if zero_based { 0 } else { req.addr };
-            let range = match Range::new(start, req.len) {
-                Ok(r) => r,
-                Err(_) => {
-                    mr.unbind_window();
-                    return Err(Refused);
-                }
-            };
             Some(Binding {
                 mr,
                 range,

@@ -574,21 +574,15 @@ impl Qp {
         {
             return Verdict::Fatal(NakCode::InvalidRequest);
         }
-        let mut ops = [None, None];
-        if global {
-            if q.attr.access & QP_FLUSH_GLOBAL == 0 {
-                return Verdict::Fatal(NakCode::RemoteAccessError);
-            }
-            ops[0] = Some(AccessOp::FlushGlobal);
-        }
-        if persistent {
-            if q.attr.access & QP_FLUSH_PERSISTENT == 0 {
-                return Verdict::Fatal(NakCode::RemoteAccessError);
-            }
-            ops[1] = Some(AccessOp::FlushPersistent);
-        }
         let remote = self.remote(drv);
-        for op in ops.into_iter().flatten() {
+        let points = [
+            (global, QP_FLUSH_GLOBAL, AccessOp::FlushGlobal),
+            (persistent, QP_FLUSH_PERSISTENT, AccessOp::FlushPersistent),
+        ];
+        for (_, qp_right, op) in points.into_iter().filter(|&(asked, _, _)| asked) {
+            if q.attr.access & qp_right == 0 {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
             let checked = if f.selectivity == FLUSH_MR {
                 // The whole region: the RETH's address and length mean nothing.
                 remote.resolve_key(rkey, op)

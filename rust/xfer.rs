@@ -200,20 +200,22 @@ impl Remote<'_> {
         len: u64,
         op: AccessOp,
     ) -> Result<Target, Denied> {
-        if let Some(mw) = self.drv.mw_keys.lookup(rkey) {
-            let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
-            let t = Target {
-                mr,
-                window: Some(iova.wrapping_sub(va)),
-            };
-            t.access(self.pd, va, len, op, |_, _| Ok(()))?
-                .map_err(|_| Denied::Bounds)?;
-            return Ok(t);
-        }
-        let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
-        mr.access(self.pd, va, len, op, |_, _| Ok(()))?
+        let t = match self.drv.mw_keys.lookup(rkey) {
+            Some(mw) => {
+                let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
+                Target {
+                    mr,
+                    window: Some(iova.wrapping_sub(va)),
+                }
+            }
+            None => Target {
+                mr: self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?,
+                window: None,
+            },
+        };
+        t.access(self.pd, va, len, op, |_, _| Ok(()))?
             .map_err(|_| Denied::Bounds)?;
-        Ok(Target { mr, window: None })
+        Ok(t)
     }
 
     /// Resolves `rkey` for an operation on the whole region (a FLUSH of

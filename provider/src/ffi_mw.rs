@@ -75,36 +75,34 @@ pub(crate) fn next_rkey(rkey: u32) -> u32 {
     (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
 }
 
-/// The bind request for `mw` with `info` and new rkey `rkey`.
+/// A bind's operands for `mw` with `info` and new rkey `rkey`, as a
+/// [`SendWr`] of [`SendOp::Bind`] carries them (`remote` and `bind`).
 ///
 /// # Safety
 /// `mw` is a live window; `info.mr` is NULL or a live MR.
-pub(crate) unsafe fn bind_request(
-    wr_id: u64,
-    send_flags: u32,
+pub(crate) unsafe fn bind_operands(
     mw: *const sys::ibv_mw,
     rkey: u32,
     info: &sys::ibv_mw_bind_info,
-) -> SendWr {
+) -> (Remote, BindObjects) {
     let mr_lkey = if info.mr.is_null() {
         0
     } else {
         // SAFETY: a live MR, per the contract.
         unsafe { (*info.mr).lkey }
     };
-    let mut wr = SendWr::new(wr_id, SendOp::Bind, send_flags);
-    wr.remote = Remote {
+    let remote = Remote {
         addr: info.addr,
         rkey,
         compare_add: info.length,
         swap: u64::from(info.mw_access_flags),
     };
-    wr.bind = BindObjects {
+    let objects = BindObjects {
         // SAFETY: a live window, per the contract.
         mw_rkey: unsafe { (*mw).rkey },
         mr_lkey,
     };
-    wr
+    (remote, objects)
 }
 
 /// `bind_mw` (`ibv_bind_mw()`): type 1 windows only (IBTA: type 2 windows
@@ -137,8 +135,9 @@ pub(crate) unsafe extern "C" fn bind_mw(
     };
     // SAFETY: a live window.
     let rkey = next_rkey(unsafe { (*mw).rkey });
+    let mut wr = SendWr::new(bind.wr_id, SendOp::Bind, bind.send_flags);
     // SAFETY: a live window; the application's MR is NULL or live.
-    let wr = unsafe { bind_request(bind.wr_id, bind.send_flags, mw, rkey, &bind.bind_info) };
+    (wr.remote, wr.bind) = unsafe { bind_operands(mw, rkey, &bind.bind_info) };
     {
         let mut sq = sq.lock();
         if let Err(e) = sq.post_sges(&wr, &[]) {

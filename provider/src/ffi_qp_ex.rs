@@ -297,12 +297,12 @@ unsafe extern "C" fn wr_bind_mw(
     // SAFETY: checked non-NULL above; the MR in it is NULL or live.
     let info = unsafe { &*bind_info };
     // SAFETY: a live window; the MR in `info` is NULL or live.
-    let bind = unsafe { crate::ffi_mw::bind_request(0, 0, mw, rkey, info) };
+    let (remote, objects) = unsafe { crate::ffi_mw::bind_operands(mw, rkey, info) };
     // SAFETY: builders run inside `wr_start` .. `wr_complete`.
     unsafe {
         begin(qp, SendOp::Bind, |wr| {
-            wr.remote = bind.remote;
-            wr.bind = bind.bind;
+            wr.remote = remote;
+            wr.bind = objects;
         })
     };
 }

@@ -116,11 +116,10 @@ pub(crate) unsafe fn post_send_one(
                 return Err(EINVAL);
             }
             // SAFETY: a live window; the MR is NULL or live.
-            let bind = unsafe {
-                crate::ffi_mw::bind_request(wr.wr_id, wr.send_flags, b.mw, b.rkey, &b.bind_info)
-            };
-            send.bind = bind.bind;
-            bind.remote
+            let (remote, objects) =
+                unsafe { crate::ffi_mw::bind_operands(b.mw, b.rkey, &b.bind_info) };
+            send.bind = objects;
+            remote
         }
     };
     if sq.kind() == QpKind::Ud {
