@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 13] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 17] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -20,6 +20,10 @@ pub(crate) const NAMES: [&core::ffi::CStr; 13] = [
     c"mw_active",
     c"mw_bind",
     c"mw_invalidate",
+    c"rcvd_seq_err",
+    c"duplicate_request",
+    c"ack_timeout",
+    c"go_back",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -44,6 +48,16 @@ pub(crate) struct Counters {
     pub(crate) mw_bind: AtomicU64,
     /// Type 2 windows freed by a local invalidate or a SEND with Invalidate.
     pub(crate) mw_invalidate: AtomicU64,
+    /// RC requests the responder saw ahead of the PSN it expected (a lost
+    /// or overtaken packet); it NAKs the first of a run.
+    pub(crate) rcvd_seq_err: AtomicU64,
+    /// RC requests the responder had already executed (a resend).
+    pub(crate) duplicate_request: AtomicU64,
+    /// Requester retransmit timer expiries.
+    pub(crate) ack_timeout: AtomicU64,
+    /// Times the requester went back to resend (timer, sequence NAK, RNR
+    /// NAK, or a gap in read responses).
+    pub(crate) go_back: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -115,6 +129,10 @@ impl Counters {
             &self.mw_active,
             &self.mw_bind,
             &self.mw_invalidate,
+            &self.rcvd_seq_err,
+            &self.duplicate_request,
+            &self.ack_timeout,
+            &self.go_back,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

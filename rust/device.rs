@@ -18,14 +18,15 @@ use kernel::sync::Arc;
 use crate::av::Ah;
 use crate::bindings as b;
 use crate::ib::pkt::RxPacket;
-use crate::ib::work::{RxQueue, WorkFn};
+use crate::ib::work::{Drain, DrainOn, RxQueue};
 use crate::mcast::Groups;
 use crate::qp::Qp;
 use crate::table::Table;
 
-impl WorkFn for OxeDevice {
-    fn run(&self) {
+impl Drain for OxeDevice {
+    fn drain(&self) -> bool {
         self.drain_rx();
+        false
     }
 }
 
@@ -96,7 +97,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
     )?;
     // SAFETY: the queue is a field of `*drv`, declared first (dropped, so
     // cancelled, before the rest), and the box does not move its contents.
-    drv.rxq = Some(unsafe { RxQueue::new::<OxeDevice>(&*drv) }?);
+    drv.rxq = Some(unsafe { RxQueue::new::<OxeDevice>(&*drv, DrainOn::AnyCpu) }?);
     crate::ib::device::register(name, drv)
 }
 

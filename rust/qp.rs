@@ -20,7 +20,7 @@ use crate::ib::objects::PdId;
 use crate::ib::pkt::TxQueue;
 use crate::ib::qp::QpHandle;
 use crate::ib::queue::{Ring, Uctx};
-use crate::ib::work::{self, PacketQueue, Work, WorkFn};
+use crate::ib::work::{self, Drain, DrainOn, RxQueue, Work, WorkFn};
 use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge};
 use crate::oxe_core::qp_state::{self, QpAttrMask, QpState, QpType};
 use crate::oxe_core::Psn;
@@ -180,12 +180,22 @@ struct KernelPost {
 pub(crate) struct Qp {
     /// First, so it is cancelled before anything it uses is dropped.
     work: SetOnce<Work>,
-    /// Received packets left for the work item (see `recv.rs`), and how
-    /// many of them are not processed yet.
-    pub(crate) backlog: PacketQueue,
+    /// Received packets left for another CPU (see `recv.rs`), and how
+    /// many of them are not processed yet. Declared early: dropping it
+    /// cancels its drain, which uses the rest.
+    pub(crate) backlog: SetOnce<RxQueue>,
     pub(crate) backlogged: AtomicU32,
-    /// Packets built under `inner`, sent when it is released ([`QpLock`]).
+    /// Responder packets (acknowledgements, read and atomic responses)
+    /// built under `inner`, sent when it is released ([`QpLock`]).
     pub(crate) txq: TxQueue,
+    /// Requests, built by the requester under `inner` and sent by the work
+    /// item (or doorbell) that built them, after it releases `inner`: only
+    /// process context sends requests, on the work's home CPU, so that
+    /// they reach the peer in PSN order. A receive softirq that releases
+    /// `inner` in between must not send them: its burst would wait on its
+    /// CPU's receive backlog while later requests from the home CPU
+    /// overtake it.
+    pub(crate) req_txq: TxQueue,
     qpn: AtomicU32,
     /// This QP's incarnation, unique for the module's lifetime: QP numbers
     /// are reused, and a type 2 window must not follow its number to a new QP.
@@ -267,6 +277,12 @@ impl WorkFn for Qp {
     }
 }
 
+impl Drain for Qp {
+    fn drain(&self) -> bool {
+        self.drv().is_ok_and(|drv| self.drain_backlog(drv))
+    }
+}
+
 impl Qp {
     pub(crate) fn create(drv: &OxeDevice, dev: IbDev, init: QpInit) -> Result<Arc<Qp>> {
         let c = init.caps;
@@ -307,13 +323,14 @@ impl Qp {
         if init.kernel.is_some() && matches!(init.ty, QpType::Ud | QpType::Gsi) {
             kav.resize(sq.num_slots() as usize, Av::default(), GFP_KERNEL)?;
         }
-        let backlog = PacketQueue::new()?;
         let txq = TxQueue::new()?;
+        let req_txq = TxQueue::new()?;
         let qp = Arc::pin_init(
             pin_init!(Qp {
                 work: SetOnce::new(),
-                backlog,
+                backlog: SetOnce::new(),
                 txq,
+                req_txq,
                 backlogged: AtomicU32::new(0),
                 qpn: AtomicU32::new(0),
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
@@ -346,6 +363,9 @@ impl Qp {
         // lives in an Arc allocation that does not move.
         let w = unsafe { Work::new::<Qp>(&*qp) }?;
         qp.work.populate(w);
+        // SAFETY: as for the work.
+        let b = unsafe { RxQueue::new::<Qp>(&*qp, DrainOn::OtherCpu) }?;
+        qp.backlog.populate(b);
         let qpn = if init.ty == QpType::Gsi {
             drv.qps.insert_at(1, &qp)?;
             1
@@ -409,9 +429,6 @@ impl Qp {
     /// the requester.
     fn run_work(&self) {
         let Ok(drv) = self.drv() else { return };
-        if self.drain_backlog(drv) {
-            self.kick();
-        }
         let mut q = self.lock();
         match q.state {
             QpState::Error => self.flush(&mut q),
@@ -430,6 +447,7 @@ impl Qp {
             .flatten()
             .min();
         drop(q);
+        self.req_txq.send_all();
         if let Some(t) = next {
             self.kick_after(t.saturating_sub(work::jiffies()).max(1));
         }
@@ -679,6 +697,9 @@ impl Qp {
         if let Some(w) = self.work.as_ref() {
             w.cancel();
         }
+        if let Some(b) = self.backlog.as_ref() {
+            b.cancel();
+        }
         self.handle.lock().take();
         self.sq.unmap();
         if let Some(r) = &self.rq {
@@ -690,7 +711,13 @@ impl Qp {
     /// The system call is process context already, so the requester runs
     /// right here rather than after a trip through the workqueue: that hop
     /// is most of a small message's latency.
+    ///
+    /// The caller's CPU becomes the work item's home, so what the work item
+    /// sends later leaves from the same CPU as what is sent here.
     pub(crate) fn doorbell(&self) {
+        if let Some(w) = self.work.as_ref() {
+            w.home_here();
+        }
         self.run_work();
     }
 

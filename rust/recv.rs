@@ -32,14 +32,10 @@ impl<'a> core::ops::Deref for Packet<'a> {
     }
 }
 
-/// Checks and parses a packet from its IP header on; `None` for a bad ICRC
-/// (unless `verified` already) or anything malformed.
-pub(crate) fn parse(bytes: &[u8], l4: usize, verified: bool) -> Option<Packet<'_>> {
-    let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(ICRC_LEN)?)?;
-    let wire = icrc::from_wire(crc.try_into().ok()?);
-    if !verified && crate::ib::pkt::icrc_of(body, l4) != Some(wire) {
-        return None;
-    }
+/// Parses a packet from its IP header on (ICRC not checked: see
+/// [`icrc_ok`]); `None` for anything malformed.
+pub(crate) fn parse(bytes: &[u8], l4: usize) -> Option<Packet<'_>> {
+    let body = bytes.get(..bytes.len().checked_sub(ICRC_LEN)?)?;
     let ip = body.get(..l4)?;
     // The UDP header is 8 bytes; its length field was checked by UDP.
     let roce = body.get(l4.checked_add(8)?..)?;
@@ -48,6 +44,14 @@ pub(crate) fn parse(bytes: &[u8], l4: usize, verified: bool) -> Option<Packet<'_
         ip,
         len: roce.len().checked_add(ICRC_LEN)?,
     })
+}
+
+/// Whether a packet's ICRC (its last four bytes) is right.
+fn icrc_ok(bytes: &[u8], l4: usize) -> bool {
+    let Some((body, crc)) = bytes.split_last_chunk::<ICRC_LEN>() else {
+        return false;
+    };
+    crate::ib::pkt::icrc_of(body, l4) == Some(icrc::from_wire(*crc))
 }
 
 impl OxeDevice {
@@ -60,37 +64,60 @@ impl OxeDevice {
 
     /// Processes one packet (`Context::Softirq`: in the softirq that
     /// received it from the network), or leaves it in its QP's backlog.
+    ///
+    /// The headers are parsed first and the ICRC checked only once the
+    /// packet is processed, so that a packet left for another CPU costs
+    /// this one no pass over its payload. Nothing but the QP lookup is
+    /// done with a packet before its ICRC is checked.
     pub(crate) fn receive(&self, mut skb: RxPacket, ctx: Context) {
         let deferred = {
             let Some((bytes, l4)) = skb.bytes() else {
                 return;
             };
-            let Some(p) = parse(bytes, l4, false) else {
+            let Some(p) = parse(bytes, l4) else {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
-            self.counters
-                .port
-                .received(p.len, p.bth.dest_qpn == Bth::MULTICAST_QPN);
-            if p.bth.dest_qpn == Bth::MULTICAST_QPN {
-                self.dispatch_multicast(&p);
-                return;
-            }
-            let Some(qp) = self.qps.get(p.bth.dest_qpn) else {
-                crate::counters::inc(&self.counters.rx_dropped);
-                return;
-            };
-            crate::counters::inc(&self.counters.rx_packets);
-            if ctx == Context::Softirq && qp.defers(&p) {
-                qp
+            let qp = if p.bth.dest_qpn == Bth::MULTICAST_QPN {
+                None
             } else {
-                qp.process(self, &p);
-                return;
+                let Some(qp) = self.qps.get(p.bth.dest_qpn) else {
+                    crate::counters::inc(&self.counters.rx_dropped);
+                    return;
+                };
+                Some(qp)
+            };
+            match qp {
+                Some(qp) if ctx == Context::Softirq && qp.defers(&p) => qp,
+                _ => {
+                    if self.accept(bytes, l4, &p) {
+                        match qp {
+                            Some(qp) => qp.process(self, &p),
+                            None => self.dispatch_multicast(&p),
+                        }
+                    }
+                    return;
+                }
             }
         };
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
-        deferred.backlog.push(skb);
-        deferred.kick();
+        if let Some(b) = deferred.backlog.as_ref() {
+            b.push(skb);
+        }
+    }
+
+    /// Checks a packet's ICRC and counts it: received, or dropped.
+    fn accept(&self, bytes: &[u8], l4: usize, p: &Packet<'_>) -> bool {
+        if !icrc_ok(bytes, l4) {
+            crate::counters::inc(&self.counters.rx_dropped);
+            return false;
+        }
+        let multicast = p.bth.dest_qpn == Bth::MULTICAST_QPN;
+        self.counters.port.received(p.len, multicast);
+        if !multicast {
+            crate::counters::inc(&self.counters.rx_packets);
+        }
+        true
     }
 }
 
@@ -103,28 +130,38 @@ pub(crate) enum Context {
     Work,
 }
 
-/// Packets drained from a backlog per work run, before other work gets a turn.
+/// Packets drained from a backlog per run, before other work gets a turn.
 const BACKLOG_BUDGET: u32 = 64;
 
+/// Payload bytes from which a packet is processed on another CPU.
+const STEER_MIN_PAYLOAD: usize = 512;
+
 impl Qp {
-    /// Whether a packet received in softirq is left to the QP's work item.
+    /// Whether a packet received in softirq is left to the QP's backlog,
+    /// which another CPU drains ([`DrainOn::OtherCpu`]).
     ///
-    /// Packets are processed in the softirq that received them, as rxe
-    /// does: the trip through a work item per packet was most of a small
-    /// message's latency. RDMA READ requests are the exception: their
-    /// responses are a burst of packets, which sent from softirq pile up in
-    /// the per-CPU receive backlog (1000 packets) behind it and overflow
-    /// it; from the work item each one is processed as it is sent. Once
-    /// anything is deferred, everything is, until the backlog is drained,
-    /// so the QP sees its packets in order.
+    /// Small packets are processed in the softirq that received it, as
+    /// rxe does: a trip through a work item was most of a small message's
+    /// latency. Two kinds go to the backlog:
     ///
-    /// Deferring the packets of long messages as well, so that the
-    /// receiving side would run on another CPU, was measured and lost:
-    /// write and read bandwidth both fell, and reads stalled on responses
-    /// that arrived out of order.
+    /// * Packets with a large payload. When both ends of a connection are
+    ///   on this host, the receive softirq runs on the sending CPU, and
+    ///   the receiving end's ICRC check and copy would share that CPU with
+    ///   the sending end's copy and ICRC: moved to another CPU, the two
+    ///   halves of a transfer run side by side.
+    /// * RDMA READ requests: their responses are a burst of packets, which
+    ///   sent from softirq pile up in the per-CPU receive backlog (1000
+    ///   packets) behind it and overflow it; from process context each one
+    ///   is processed as it is sent.
+    ///
+    /// Once anything is deferred, everything is, until the backlog is
+    /// drained, so the QP sees its packets in order.
+    ///
+    /// [`DrainOn::OtherCpu`]: crate::ib::work::DrainOn::OtherCpu
     fn defers(&self, p: &Packet<'_>) -> bool {
         self.backlogged.load(Ordering::Acquire) != 0
             || p.info.operation == Operation::RdmaReadRequest
+            || p.payload.len() >= STEER_MIN_PAYLOAD
     }
 
     fn process(&self, drv: &OxeDevice, p: &Packet<'_>) {
@@ -148,16 +185,20 @@ impl Qp {
         }
     }
 
-    /// Processes backlogged packets (the work item); returns whether some
-    /// are left for the next run.
+    /// Processes backlogged packets (the backlog's drain); returns whether
+    /// some are left for the next run.
     pub(crate) fn drain_backlog(&self, drv: &OxeDevice) -> bool {
+        let Some(backlog) = self.backlog.as_ref() else {
+            return false;
+        };
         for _ in 0..BACKLOG_BUDGET {
-            let Some(mut skb) = self.backlog.pop() else {
+            let Some(mut skb) = backlog.pop() else {
                 return false;
             };
-            // Checked (ICRC included) when it was received.
-            if let Some(p) = skb.bytes().and_then(|(bytes, l4)| parse(bytes, l4, true)) {
-                self.process(drv, &p);
+            if let Some((bytes, l4)) = skb.bytes() {
+                if let Some(p) = parse(bytes, l4).filter(|p| drv.accept(bytes, l4, p)) {
+                    self.process(drv, &p);
+                }
             }
             self.backlogged.fetch_sub(1, Ordering::AcqRel);
         }

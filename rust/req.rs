@@ -507,7 +507,7 @@ impl Qp {
         let local = self.local(drv);
         let res = tx::transmit(
             drv,
-            &self.txq,
+            &self.req_txq,
             &av,
             self.sport,
             &hdrs,
@@ -649,6 +649,9 @@ impl Qp {
 
     /// Go back to `psn`: every unfinished request from there is resent.
     fn rewind(&self, q: &mut QpInner, psn: Psn) {
+        if let Ok(drv) = self.drv() {
+            crate::counters::inc(&drv.counters.go_back);
+        }
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;
@@ -690,7 +693,7 @@ impl Qp {
     }
 
     /// Retransmit and RNR timers.
-    pub(crate) fn timers(&self, _drv: &OxeDevice, q: &mut QpInner) {
+    pub(crate) fn timers(&self, drv: &OxeDevice, q: &mut QpInner) {
         let now = work::jiffies();
         if let Some(t) = q.req.rnr_until {
             if now >= t {
@@ -700,6 +703,7 @@ impl Qp {
         if let Some(t) = q.req.deadline {
             if now >= t {
                 q.req.deadline = None;
+                crate::counters::inc(&drv.counters.ack_timeout);
                 let Some(psn) = Self::oldest_psn(q) else {
                     return;
                 };

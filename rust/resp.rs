@@ -119,10 +119,12 @@ impl Qp {
         let psn = p.bth.psn;
         let e = q.resp.epsn;
         if psn.is_before(e) {
+            crate::counters::inc(&drv.counters.duplicate_request);
             self.duplicate(drv, q, p);
             return;
         }
         if psn != e {
+            crate::counters::inc(&drv.counters.rcvd_seq_err);
             if !q.resp.nak_sent {
                 q.resp.nak_sent = true;
                 self.send_ack(drv, q, e, Syndrome::Nak(NakCode::PsnSequenceError));

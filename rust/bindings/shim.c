@@ -508,23 +508,40 @@ struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev)
 }
 
 static struct workqueue_struct *oxe_wq;
+/*
+ * Per-CPU workers: a QP's work runs on its home CPU, and a steered receive
+ * queue on another CPU than its producer's (see oxe_shim_rxq_push).
+ */
+static struct workqueue_struct *oxe_cpu_wq;
 
 int oxe_shim_wq_init(void)
 {
 	oxe_wq = alloc_workqueue("oxe", WQ_UNBOUND | WQ_HIGHPRI, 0);
-	return oxe_wq ? 0 : -ENOMEM;
+	if (!oxe_wq)
+		return -ENOMEM;
+	oxe_cpu_wq = alloc_workqueue("oxe_cpu", WQ_PERCPU | WQ_HIGHPRI, 0);
+	if (!oxe_cpu_wq) {
+		destroy_workqueue(oxe_wq);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void oxe_shim_wq_exit(void)
 {
+	destroy_workqueue(oxe_cpu_wq);
 	destroy_workqueue(oxe_wq);
 }
 
-/* A deferred call of fn(ctx): now (queue) or later (queue_after); free cancels and waits. */
+/*
+ * A deferred call of fn(ctx): now (queue) or later (queue_after), on its
+ * home CPU; free cancels and waits.
+ */
 struct oxe_work {
 	struct delayed_work dw;
 	void (*fn)(void *);
 	void *ctx;
+	int cpu;
 };
 
 static void oxe_work_run(struct work_struct *work)
@@ -543,18 +560,28 @@ struct oxe_work *oxe_shim_work_new(void (*fn)(void *), void *ctx)
 	INIT_DELAYED_WORK(&w->dw, oxe_work_run);
 	w->fn = fn;
 	w->ctx = ctx;
+	w->cpu = raw_smp_processor_id();
 	return w;
+}
+
+/*
+ * Makes this CPU the work's home. A CPU that goes offline meanwhile is
+ * harmless: queue_work_on() then runs the work on some other CPU.
+ */
+void oxe_shim_work_home_here(struct oxe_work *w)
+{
+	WRITE_ONCE(w->cpu, raw_smp_processor_id());
 }
 
 void oxe_shim_work_queue(struct oxe_work *w)
 {
-	mod_delayed_work(oxe_wq, &w->dw, 0);
+	mod_delayed_work_on(READ_ONCE(w->cpu), oxe_cpu_wq, &w->dw, 0);
 }
 
 /* Runs the work after @delay jiffies, unless it is already due sooner. */
 void oxe_shim_work_queue_after(struct oxe_work *w, unsigned long delay)
 {
-	queue_delayed_work(oxe_wq, &w->dw, delay);
+	queue_delayed_work_on(READ_ONCE(w->cpu), oxe_cpu_wq, &w->dw, delay);
 }
 
 void oxe_shim_work_cancel(struct oxe_work *w)
@@ -568,22 +595,34 @@ void oxe_shim_work_free(struct oxe_work *w)
 	kfree(w);
 }
 
-/* A packet queue drained by its own work item. */
+/*
+ * A packet queue drained by its own work item; fn returns whether packets
+ * are left, and the work then runs again. A steered queue is drained on
+ * another CPU than the one that pushed (see oxe_shim_rxq_push).
+ */
 struct oxe_rxq {
 	struct work_struct work;
-	void (*fn)(void *);
+	bool (*fn)(void *);
 	void *ctx;
+	bool steered;
 	struct sk_buff_head skbs;
 };
+
+static struct workqueue_struct *oxe_rxq_wq(struct oxe_rxq *q)
+{
+	return q->steered ? oxe_cpu_wq : oxe_wq;
+}
 
 static void oxe_rxq_run(struct work_struct *work)
 {
 	struct oxe_rxq *q = container_of(work, struct oxe_rxq, work);
 
-	q->fn(q->ctx);
+	/* Requeued on the per-CPU queue, it stays on this CPU. */
+	if (q->fn(q->ctx))
+		queue_work(oxe_rxq_wq(q), &q->work);
 }
 
-struct oxe_rxq *oxe_shim_rxq_new(void (*fn)(void *), void *ctx)
+struct oxe_rxq *oxe_shim_rxq_new(bool (*fn)(void *), void *ctx, bool steered)
 {
 	struct oxe_rxq *q = kzalloc(sizeof(*q), GFP_KERNEL);
 
@@ -592,14 +631,40 @@ struct oxe_rxq *oxe_shim_rxq_new(void (*fn)(void *), void *ctx)
 	INIT_WORK(&q->work, oxe_rxq_run);
 	q->fn = fn;
 	q->ctx = ctx;
+	q->steered = steered;
 	skb_queue_head_init(&q->skbs);
 	return q;
+}
+
+/*
+ * The next online CPU after this one (the first after the last), or this
+ * one when it is alone. A CPU that goes offline meanwhile is harmless:
+ * queue_work_on() then runs the work on some other CPU.
+ */
+static int oxe_other_cpu(void)
+{
+	int cpu = cpumask_next(raw_smp_processor_id(), cpu_online_mask);
+
+	return cpu < nr_cpu_ids ? cpu : cpumask_first(cpu_online_mask);
 }
 
 void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb)
 {
 	skb_queue_tail(&q->skbs, skb);
-	queue_work(oxe_wq, &q->work);
+	/*
+	 * A work item already queued or running keeps its CPU (the workqueue
+	 * never runs one item on two CPUs at once), so a queue is drained in
+	 * order, by one CPU at a time.
+	 */
+	if (q->steered)
+		queue_work_on(oxe_other_cpu(), oxe_cpu_wq, &q->work);
+	else
+		queue_work(oxe_wq, &q->work);
+}
+
+void oxe_shim_rxq_cancel(struct oxe_rxq *q)
+{
+	cancel_work_sync(&q->work);
 }
 
 struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q)
@@ -716,6 +781,11 @@ void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r)
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len)
 {
 	return crc32_le(crc, p, len);
+}
+
+bool oxe_shim_crc32_le_accelerated(void)
+{
+	return IS_ENABLED(CONFIG_CRC32_ARCH);
 }
 
 u64 oxe_shim_jiffies64(void)

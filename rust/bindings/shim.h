@@ -103,14 +103,16 @@ int oxe_shim_wq_init(void);
 void oxe_shim_wq_exit(void);
 struct oxe_work;
 struct oxe_work *oxe_shim_work_new(void (*fn)(void *), void *ctx);
+void oxe_shim_work_home_here(struct oxe_work *w);
 void oxe_shim_work_queue(struct oxe_work *w);
 void oxe_shim_work_queue_after(struct oxe_work *w, unsigned long delay);
 void oxe_shim_work_cancel(struct oxe_work *w);
 void oxe_shim_work_free(struct oxe_work *w);
 /* A packet queue drained by a work item. */
 struct oxe_rxq;
-struct oxe_rxq *oxe_shim_rxq_new(void (*fn)(void *), void *ctx);
+struct oxe_rxq *oxe_shim_rxq_new(bool (*fn)(void *), void *ctx, bool steered);
 void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb);
+void oxe_shim_rxq_cancel(struct oxe_rxq *q);
 struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q);
 void oxe_shim_rxq_free(struct oxe_rxq *q);
 /* A packet queue and nothing else (a QP's backlog, drained by its work). */
@@ -122,6 +124,7 @@ void oxe_shim_skbq_free(struct oxe_skbq *q);
 bool oxe_shim_skbq_empty(struct oxe_skbq *q);
 u64 oxe_shim_jiffies64(void);
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
+bool oxe_shim_crc32_le_accelerated(void);
 unsigned long oxe_shim_usecs_to_jiffies(u64 us);
 
 /*

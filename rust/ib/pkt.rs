@@ -20,13 +20,22 @@ const UDP_BTH_LEN: usize = 8 + 12;
 
 /// The ICRC of a packet (from its IP header, ICRC excluded) whose UDP header
 /// starts at `l4`: oxe-core hashes the headers with their variant fields
-/// masked, and the kernel's crc32_le (table-sliced or carry-less-multiply
-/// accelerated, same register contract) the payload, which is most bytes.
+/// masked, then the payload, which is most bytes, goes to the faster of
+/// two CRC-32s with the same register contract: the kernel's `crc32_le()`
+/// when the kernel has an architecture routine for it (carry-less multiply
+/// on x86), else oxe-core's slicing-by-8, whose eight lookups per eight
+/// bytes are independent where the kernel's generic loop chains one
+/// through the next.
 pub(crate) fn icrc_of(packet: &[u8], l4: usize) -> Option<u32> {
     let (hdr, rest) = packet.split_at_checked(l4.checked_add(UDP_BTH_LEN)?)?;
     let crc = icrc::icrc_start(hdr).ok()?;
-    // SAFETY: `rest` is a valid slice for its length.
-    let crc = unsafe { b::oxe_shim_crc32_le(crc, rest.as_ptr().cast(), rest.len()) };
+    // SAFETY: a constant of the kernel's configuration.
+    let crc = if unsafe { b::oxe_shim_crc32_le_accelerated() } {
+        // SAFETY: `rest` is a valid slice for its length.
+        unsafe { b::oxe_shim_crc32_le(crc, rest.as_ptr().cast(), rest.len()) }
+    } else {
+        icrc::icrc_update(crc, rest)
+    };
     Some(icrc::icrc_finish(crc))
 }
 
@@ -234,8 +243,10 @@ impl TxQueue {
     /// Each burst is sent with softirqs held off: the sender cannot be
     /// preempted while it owns the queue (a high-priority work item pushing
     /// behind a preempted owner would pile packets up unsent), and the burst
-    /// lands on one CPU's receive backlog, processed in order when softirqs
-    /// come back on.
+    /// lands on one CPU's receive backlog. In process context that backlog
+    /// is processed when softirqs come back on, and the queue is owned
+    /// until then, so the next burst, from whichever CPU, cannot overtake
+    /// this one on its way to the peer.
     pub(crate) fn send_all(&self) {
         loop {
             {
@@ -252,8 +263,8 @@ impl TxQueue {
                     // SAFETY: a complete, routed packet (type invariant); consumed.
                     let _ = unsafe { b::oxe_shim_tx_send(skb) };
                 }
-                self.sending.store(false, Ordering::SeqCst);
             }
+            self.sending.store(false, Ordering::SeqCst);
             // Packets queued after the last pop, whose callers saw us
             // sending, are ours to send.
             // SAFETY: live queue.

@@ -4,8 +4,9 @@
 //! path hands packets over with.
 //!
 //! Network receive is processed in softirq; what runs here is timers
-//! (delayed work), flushes, and packets a device sent to its own host
-//! (queued, since their sender holds a QP lock the receiver may need).
+//! (delayed work), flushes, packets a device sent to its own host
+//! (queued, since their sender holds a QP lock the receiver may need), and
+//! QP backlogs: packets left for another CPU (see `recv.rs`).
 //! Each handle cancels and waits for its work when dropped, so a work
 //! function never runs on a freed object; and the queue itself is destroyed
 //! at module exit, after every device is gone.
@@ -60,7 +61,7 @@ unsafe extern "C" fn work_tramp<T: WorkFn>(ctx: *mut c_void) {
     unsafe { &*ctx.cast::<T>() }.run();
 }
 
-/// A deferred call of `T::run` on one object.
+/// A deferred call of `T::run` on one object, on its home CPU.
 ///
 /// # Invariants
 ///
@@ -100,6 +101,15 @@ impl Work {
 }
 
 impl Work {
+    /// Makes the calling CPU the one the work runs on (at first, the CPU
+    /// that created it). Everything a QP sends from process context then
+    /// leaves from one CPU: packets sent from two CPUs land on two receive
+    /// backlogs, and the peer may take them out of order.
+    pub(crate) fn home_here(&self) {
+        // SAFETY: live work (type invariant).
+        unsafe { b::oxe_shim_work_home_here(self.0.as_ptr()) };
+    }
+
     /// Cancels the work and waits for a running call; it may be queued
     /// again afterwards.
     pub(crate) fn cancel(&self) {
@@ -115,7 +125,36 @@ impl Drop for Work {
     }
 }
 
-/// Packets from softirq receive, drained in process context by `T::run`.
+/// What drains an [`RxQueue`].
+pub(crate) trait Drain: Sync {
+    /// Processes queued packets (process context); returns whether some are
+    /// left, and the drain then runs again after other work had a turn.
+    fn drain(&self) -> bool;
+}
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn drain_tramp<T: Drain>(ctx: *mut c_void) -> bool {
+    // SAFETY: `ctx` is the `T` the queue was created for, which (RxQueue's
+    // contract) outlives it: dropping the queue cancels and waits.
+    unsafe { &*ctx.cast::<T>() }.drain()
+}
+
+/// Where an [`RxQueue`] is drained.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DrainOn {
+    /// Any CPU (oxe's unbound workqueue).
+    AnyCpu,
+    /// Another CPU than the one that pushed the packet: the receive
+    /// softirq of a packet sent on this host runs on the sender's CPU, and
+    /// a long transfer then keeps one CPU busy with both of its ends. A
+    /// queue already being drained stays on its CPU, so its packets are
+    /// processed in order.
+    OtherCpu,
+}
+
+/// Packets from softirq receive, drained in process context by `T::drain`.
 ///
 /// # Invariants
 ///
@@ -131,9 +170,15 @@ impl RxQueue {
     /// # Safety
     ///
     /// As for [`Work::new`].
-    pub(crate) unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
-        // SAFETY: as for Work::new.
-        let q = unsafe { b::oxe_shim_rxq_new(Some(work_tramp::<T>), ctx.cast_mut().cast()) };
+    pub(crate) unsafe fn new<T: Drain>(ctx: *const T, on: DrainOn) -> Result<Self> {
+        // SAFETY: the trampoline matches `T`; the context contract is the caller's.
+        let q = unsafe {
+            b::oxe_shim_rxq_new(
+                Some(drain_tramp::<T>),
+                ctx.cast_mut().cast(),
+                on == DrainOn::OtherCpu,
+            )
+        };
         NonNull::new(q).map(RxQueue).ok_or(ENOMEM)
     }
 
@@ -150,51 +195,18 @@ impl RxQueue {
         // SAFETY: an skb we own.
         unsafe { RxPacket::from_raw(skb) }
     }
+
+    /// Cancels the drain and waits for a running one; packets still queued
+    /// stay until the queue is dropped.
+    pub(crate) fn cancel(&self) {
+        // SAFETY: live queue (type invariant).
+        unsafe { b::oxe_shim_rxq_cancel(self.0.as_ptr()) };
+    }
 }
 
 impl Drop for RxQueue {
     fn drop(&mut self) {
         // SAFETY: live queue; cancels and waits for the drain, frees what is queued.
         unsafe { b::oxe_shim_rxq_free(self.0.as_ptr()) };
-    }
-}
-
-/// Packets waiting for an object's own work item (a QP's backlog): any
-/// context may push, the work pops. What is left is freed on drop.
-///
-/// # Invariants
-///
-/// `self.0` is a live `oxe_skbq`.
-pub(crate) struct PacketQueue(NonNull<b::oxe_skbq>);
-
-// SAFETY: the skb queue has its own irq-safe lock.
-unsafe impl Send for PacketQueue {}
-// SAFETY: as above.
-unsafe impl Sync for PacketQueue {}
-
-impl PacketQueue {
-    pub(crate) fn new() -> Result<Self> {
-        // SAFETY: plain allocation.
-        let q = unsafe { b::oxe_shim_skbq_new() };
-        NonNull::new(q).map(PacketQueue).ok_or(ENOMEM)
-    }
-
-    pub(crate) fn push(&self, pkt: RxPacket) {
-        // SAFETY: live queue; the queue takes ownership of the skb.
-        unsafe { b::oxe_shim_skbq_push(self.0.as_ptr(), pkt.into_raw()) };
-    }
-
-    pub(crate) fn pop(&self) -> Option<RxPacket> {
-        // SAFETY: live queue; a dequeued skb is ours.
-        let skb = unsafe { b::oxe_shim_skbq_pop(self.0.as_ptr()) };
-        // SAFETY: an skb we own.
-        unsafe { RxPacket::from_raw(skb) }
-    }
-}
-
-impl Drop for PacketQueue {
-    fn drop(&mut self) {
-        // SAFETY: live queue (type invariant); frees what is queued.
-        unsafe { b::oxe_shim_skbq_free(self.0.as_ptr()) };
     }
 }
