@@ -17,7 +17,7 @@ KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) CLIPPY_DRIVER=/usr/bin/clippy-driv
 CLIPPY ?=
 RESULTS := build/results
 
-.PHONY: run test bench shell deps kernel module rdma-core provider guest-tools host-test check fmt expectations clean distclean
+.PHONY: run test bench shell deps kernel module rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
 
 deps:
 	@scripts/deps.sh
@@ -47,15 +47,32 @@ host-test: provider
 	@OXE_RDMA_CORE=$(RDMA_CORE_DIR) cargo test -q --release --manifest-path provider/Cargo.toml
 
 check: rdma-core
-	@export OXE_RDMA_CORE=$(RDMA_CORE_DIR); for d in rust/core provider; do \
+	@export OXE_RDMA_CORE=$(RDMA_CORE_DIR); for d in rust/core rust/core/fuzz provider; do \
 		cargo fmt --manifest-path $$d/Cargo.toml -- --check && \
 		cargo clippy -q --manifest-path $$d/Cargo.toml --all-targets -- -D warnings || exit 1; \
 	done
 	@rustfmt --edition 2021 --check $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
 
 fmt:
-	@for d in rust/core provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
+	@for d in rust/core rust/core/fuzz provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
 	@rustfmt --edition 2021 $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
+
+# Coverage-guided fuzzing (libFuzzer) of what a peer controls: the packet parser and
+# the ICRC check (rust/core/fuzz). Stable Rust: coverage instrumentation through
+# -Cpasses/-Cllvm-args, the flags cargo-fuzz passes, with overflow and debug checks on
+# as in the kernel. The corpus grows in build/fuzz/; a crash leaves its input there
+# and fails the target.
+FUZZ_SECONDS ?= 60
+FUZZ_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
+FUZZ_RUSTFLAGS = --cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+	-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks
+fuzz: deps
+	@cd rust/core/fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" cargo build -q --release --target $(FUZZ_TRIPLE)
+	@mkdir -p build/fuzz/packet_parse && rust/core/fuzz/target/$(FUZZ_TRIPLE)/release/packet_parse \
+		-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build/fuzz/ \
+		build/fuzz/packet_parse 2>&1 | grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==|SUMMARY)' ; \
+		exit $${PIPESTATUS[0]}
 
 # Test programs the guest suites run, against the v59 build (a second of gcc each).
 guest-tools: rdma-core
@@ -72,6 +89,8 @@ test: module provider guest-tools
 		else echo "check fail" >>$(RESULTS)/checks.txt; fi
 	@if $(MAKE) -s host-test; then echo "host-test pass" >>$(RESULTS)/checks.txt; \
 		else echo "host-test fail" >>$(RESULTS)/checks.txt; fi
+	@if $(MAKE) -s fuzz FUZZ_SECONDS=30; then echo "fuzz pass" >>$(RESULTS)/checks.txt; \
+		else echo "fuzz fail" >>$(RESULTS)/checks.txt; fi
 	@qemu-test/vm.sh test; rc=$$?; \
 		cat $(RESULTS)/guest-checks.txt >>$(RESULTS)/checks.txt 2>/dev/null; \
 		[ $$rc = 0 ] || echo "guest fail" >>$(RESULTS)/checks.txt
