@@ -78,26 +78,23 @@ impl OxeDevice {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
-            let qp = if p.bth.dest_qpn == Bth::MULTICAST_QPN {
-                None
-            } else {
-                let Some(qp) = self.qps.get(p.bth.dest_qpn) else {
-                    crate::counters::inc(&self.counters.rx_dropped);
-                    return;
-                };
-                Some(qp)
-            };
-            match qp {
-                Some(qp) if ctx == Context::Softirq && qp.defers(&p) => qp,
-                _ => {
-                    if self.accept(bytes, l4, &p) {
-                        match qp {
-                            Some(qp) => qp.process(self, &p),
-                            None => self.dispatch_multicast(&p),
-                        }
-                    }
-                    return;
+            if p.bth.dest_qpn == Bth::MULTICAST_QPN {
+                if self.accept(bytes, l4, &p) {
+                    self.dispatch_multicast(&p);
                 }
+                return;
+            }
+            let Some(qp) = self.qps.get(p.bth.dest_qpn) else {
+                crate::counters::inc(&self.counters.rx_dropped);
+                return;
+            };
+            if ctx == Context::Softirq && qp.defers(&p) {
+                qp
+            } else {
+                if self.accept(bytes, l4, &p) {
+                    qp.process(self, &p);
+                }
+                return;
             }
         };
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
