@@ -97,6 +97,10 @@ impl OxeDevice {
                 return;
             }
         };
+        if deferred.backlogged.load(Ordering::Acquire) >= BACKLOG_MAX {
+            crate::counters::inc(&self.counters.rx_dropped);
+            return;
+        }
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
         if let Some(b) = deferred.backlog.as_ref() {
             b.push(skb);
@@ -129,6 +133,16 @@ pub(crate) enum Context {
 
 /// Packets drained from a backlog per run, before other work gets a turn.
 const BACKLOG_BUDGET: u32 = 64;
+
+/// Packets a QP's backlog holds; more are dropped, as the network's own
+/// per-CPU receive backlog drops past its limit. Unbounded, it let a
+/// requester's go-back-N after a timeout (a whole window resent) queue
+/// behind the stale packets of the previous attempt, each of which costs
+/// an ICRC check before it is found out of sequence: under netem loss the
+/// resent packets then reached the responder only after the next timeout,
+/// every time, until the retry count ran out. Bounded, a full backlog is
+/// drained well within the shortest retransmit timeout.
+const BACKLOG_MAX: u32 = 2048;
 
 /// Payload bytes from which a packet is processed on another CPU.
 const STEER_MIN_PAYLOAD: usize = 512;
