@@ -37,7 +37,8 @@ pub(crate) const SUPPORTED_ACCESS: u32 = Access::LOCAL_WRITE.bits()
 /// One memory region.
 #[pin_data]
 pub(crate) struct Mr {
-    /// The current lkey (rkey is the same key, or 0 without remote rights).
+    /// The lkey, which is also the rkey; fixed for the MR's life (a rereg
+    /// keeps it).
     key: AtomicU32,
     /// Memory windows bound to this MR; dereg waits for none.
     mw_binds: AtomicU32,
@@ -150,8 +151,11 @@ impl Mr {
         let lkey = self.lkey();
         MrKeys {
             lkey,
-            // IBTA: an rkey is only handed out when remote access is granted.
-            rkey: if st.access.grants_remote() { lkey } else { 0 },
+            // The rkey is the lkey whether or not remote rights are granted,
+            // as mlx5 and rdma_rxe hand it out: a rereg that adds remote
+            // rights then needs no new key, and rdma-core's tests rely on
+            // that. The rights, not the key, are what the data path checks.
+            rkey: lkey,
             iova: st.range.iova(),
             length: st.range.len(),
             page_size: PAGE_SIZE as u32,
@@ -449,10 +453,6 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
         st.pd = req.pd;
     }
     let old_pages = new_pages.map(|p| core::mem::replace(&mut st.pages, p));
-    if plan.rekey {
-        let key = Key::from_raw(mr.lkey()).rekeyed(crate::ib::random_u32());
-        mr.key.store(key.raw(), Ordering::Release);
-    }
     let keys = mr.keys(&st);
     drop(st);
     // Unpin the old pages outside the MR lock.

@@ -1,7 +1,10 @@
 # Shared settings for oxe's build scripts. Sourced, never run.
 # Everything expensive lives in $OXE_CACHE, outside the clone, keyed by its inputs,
 # so a fresh clone on the same machine reuses it and a changed input rebuilds it.
-set -euo pipefail
+set -Eeuo pipefail
+# No silent exits: whatever command stops a script under `set -e` is named, with
+# where it ran. (A bare `exit 2` with no message is how a fresh machine failed.)
+trap 'rc=$?; printf "[oxe] error: \"%s\" failed with exit status %d (%s line %d)\n" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]##*/}" "$LINENO" >&2' ERR
 
 OXE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OXE_CACHE=${OXE_CACHE:-$HOME/.cache/oxe}

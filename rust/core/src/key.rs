@@ -17,8 +17,8 @@
 //!   random point ([`KeySource::start_hint`]), so the first keys of a boot
 //!   are not the same every time and a peer cannot guess a fresh key by
 //!   counting up from one it has seen.
-//! * The variant changes every time an index is reused and on every
-//!   re-registration, and never repeats the previous variant of that index
+//! * The variant changes every time an index is reused (a rereg keeps the
+//!   key: see `rereg::ReregPlan`), and never repeats the previous variant of that index
 //!   ([`next_variant`]). A peer still holding the old key then fails the
 //!   key comparison instead of reaching whatever now sits in that slot.
 //!   Only the previous variant is excluded, so the guarantee is one step
@@ -87,12 +87,6 @@ impl Key {
     /// index, so the index is kept from `self`.
     pub const fn with_variant(self, variant: u8) -> Key {
         Key((self.0 & !0xff) | variant as u32)
-    }
-
-    /// The same index with a fresh variant different from the current one,
-    /// for re-registration: the old key must stop matching.
-    pub const fn rekeyed(self, random: u32) -> Key {
-        self.with_variant(next_variant(Some(self.variant()), random))
     }
 }
 
@@ -282,19 +276,6 @@ mod tests {
             if v != 9 {
                 assert!((250..=550).contains(c), "variant {v} seen {c} times");
             }
-        }
-    }
-
-    #[test]
-    fn rekeyed_changes_variant_only() {
-        let mut rng = XorShift(7);
-        let mut k = Key::new(0xabcde, 0).unwrap();
-        for _ in 0..1000 {
-            let next = k.rekeyed(rng.next_u32());
-            assert_eq!(next.index(), k.index());
-            assert_ne!(next.variant(), k.variant());
-            assert_ne!(next, k);
-            k = next;
         }
     }
 

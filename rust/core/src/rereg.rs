@@ -87,6 +87,15 @@ pub enum RepinReason {
 
 /// The steps a driver must take to carry out a rereg, decided up front so
 /// that nothing is changed before every check has passed.
+///
+/// The keys are not among them: a rereg never changes the lkey or rkey,
+/// whatever else it changes. rdma-core's own tests (`test_mr_rereg_*`)
+/// exchange keys once and use them after a rereg, mlx5 and rdma_rxe keep
+/// them, and IBTA's Reregister Memory Region verb (chapter 11) hands the
+/// keys back as outputs without requiring new ones. What protects a peer
+/// holding a key is the data path: it checks the MR's current PD, range and
+/// rights on every access, so a key that outlives a rereg reaches exactly
+/// what the MR grants now, never what it granted before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReregPlan {
     /// The rights the MR will have afterwards (unchanged if ACCESS was not
@@ -100,15 +109,6 @@ pub struct ReregPlan {
     pub pin_writable: bool,
     /// Whether the MR moves to a new PD.
     pub change_pd: bool,
-    /// Whether the lkey/rkey variant must change.
-    ///
-    /// Our policy, stricter than rdma_rxe (which keeps the keys on every
-    /// rereg): a new translation or a new PD always rekeys, because a peer
-    /// holding the old rkey must not reach the new pages or cross into the
-    /// new PD's trust domain; an access change rekeys when it changes the
-    /// remote rights, so stale holders fail on the key rather than relying
-    /// on a later permission check. Purely local changes keep the keys.
-    pub rekey: bool,
 }
 
 impl ReregPlan {
@@ -152,15 +152,11 @@ pub const fn plan(
     } else {
         None
     };
-    let remote_changed =
-        new_access.bits() & Access::REMOTE_MASK != current.access.bits() & Access::REMOTE_MASK;
-    let rekey = flags.trans() || flags.pd() || remote_changed;
     Ok(ReregPlan {
         new_access,
         repin,
         pin_writable,
         change_pd: flags.pd(),
-        rekey,
     })
 }
 
@@ -215,14 +211,12 @@ mod tests {
         let p = plan(flags, ro(Access::REMOTE_READ), lw_rw, MASK).unwrap();
         assert_eq!(p.repin, Some(RepinReason::WritableEscalation));
         assert!(p.pin_writable);
-        assert!(p.rekey);
         assert!(!p.change_pd);
         assert_eq!(p.refuse_escalation(), Err(Errno::EACCES));
 
         // MW_BIND alone also needs writable pages.
         let p = plan(flags, ro(Access::empty()), Access::MW_BIND.bits(), MASK).unwrap();
         assert_eq!(p.repin, Some(RepinReason::WritableEscalation));
-        assert!(!p.rekey, "no remote rights changed");
     }
 
     #[test]
@@ -235,21 +229,18 @@ mod tests {
         let p = plan(flags, cur, Access::REMOTE_READ.bits(), MASK).unwrap();
         assert_eq!(p.repin, None);
         assert!(!p.pin_writable);
-        assert!(p.rekey, "remote read granted");
         assert_eq!(p.refuse_escalation(), Ok(p));
 
         // Read-only pin, access drops to read-only: nothing to re-pin.
         let p = plan(flags, ro(Access::REMOTE_READ), 0, MASK).unwrap();
         assert_eq!(p.repin, None);
-        assert!(p.rekey, "remote read revoked");
 
         // Local-only change keeps keys.
         let p = plan(flags, cur, 0, MASK).unwrap();
-        assert!(!p.rekey);
     }
 
     #[test]
-    fn trans_always_repins_and_rekeys() {
+    fn trans_always_repins() {
         for raw in [1u32, 3, 5, 7] {
             let flags = ReregFlags::from_raw(raw).unwrap();
             for cur in [
@@ -261,7 +252,6 @@ mod tests {
             ] {
                 let p = plan(flags, cur, Access::LOCAL_WRITE.bits(), MASK).unwrap();
                 assert_eq!(p.repin, Some(RepinReason::NewTranslation));
-                assert!(p.rekey);
                 assert_eq!(p.pin_writable, p.new_access.needs_writable_pages());
                 assert_eq!(p.refuse_escalation(), Ok(p));
             }
@@ -269,14 +259,13 @@ mod tests {
     }
 
     #[test]
-    fn pd_only_keeps_access_and_rekeys() {
+    fn pd_only_keeps_access() {
         let flags = ReregFlags::from_raw(ReregFlags::PD).unwrap();
         let cur = ro(Access::REMOTE_READ);
         // requested_access is ignored without ACCESS, even if invalid.
         let p = plan(flags, cur, Access::REMOTE_WRITE.bits(), MASK).unwrap();
         assert_eq!(p.new_access, Access::REMOTE_READ);
         assert!(p.change_pd);
-        assert!(p.rekey);
         assert_eq!(p.repin, None);
     }
 
@@ -327,9 +316,7 @@ mod tests {
                         if !flags.access() {
                             assert_eq!(p.new_access, cur_access);
                         }
-                        if flags.trans() || flags.pd() {
-                            assert!(p.rekey);
-                        }
+                        if flags.trans() || flags.pd() {}
                     }
                 }
             }
