@@ -4,6 +4,7 @@
   results.py unittest LOG SUITE DEVICE SECONDS   per-test verdicts + counts (JSON) beside LOG
   results.py ratchet EXPECTED VERDICTS_JSON      fails if a listed test did not pass
   results.py grow EXPECTED VERDICTS_JSON         adds newly passing tests to EXPECTED
+  results.py stock-clean VERDICTS_JSON           fails on any FAIL or ERROR among rdma-core's own tests
   results.py summary SUITE_DIR OUT               merges per-suite counts into summary.json
 
 The expectations files only grow: `grow` never removes a line, and `ratchet` fails
@@ -80,6 +81,20 @@ def ratchet_cmd(exp_path, verdicts_path):
     return 1 if lost else 0
 
 
+def stock_clean_cmd(verdicts_path):
+    """rdma-core's own tests (not oxe's test_oxe_* additions) may pass or skip on
+    oxe, never fail or error: a stock test that errors is a user-visible defect
+    even before anyone lists it in the ratchet."""
+    verdicts = json.loads(Path(verdicts_path).read_text())
+    bad = sorted((t, v) for t, v in verdicts.items()
+                 if ".test_oxe_" not in t and v in ("FAIL", "ERROR", "unexpected success"))
+    for t, v in bad:
+        print(f"STOCK: {t}: {v}")
+    stock = sum(1 for t in verdicts if ".test_oxe_" not in t)
+    print(f"stock rdma-core tests: {stock - len(bad)}/{stock} without failure or error")
+    return 1 if bad else 0
+
+
 def grow_cmd(exp_path, verdicts_path):
     verdicts = json.loads(Path(verdicts_path).read_text())
     p = Path(exp_path)
@@ -101,7 +116,8 @@ def summary_cmd(suite_dir, out):
 
 
 def main(argv):
-    cmds = {"unittest": unittest_cmd, "ratchet": ratchet_cmd, "grow": grow_cmd, "summary": summary_cmd}
+    cmds = {"unittest": unittest_cmd, "ratchet": ratchet_cmd, "grow": grow_cmd,
+            "stock-clean": stock_clean_cmd, "summary": summary_cmd}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__, file=sys.stderr)
         return 2
