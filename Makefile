@@ -1,7 +1,9 @@
 # oxe: one entry point.
 #   make run    build whatever is stale, boot a guest, create devices and show them working
 #   make test   every test: host unit tests, then the guest suites
-# Caches (kernel tree, rdma-core build, tools) live in $(OXE_CACHE), outside the clone.
+# Caches (kernel trees, rdma-core build, tools) live in $(OXE_CACHE), outside the clone.
+# Two guest kernels (scripts/lib.sh, kernel_fragments): `plain`, the yardstick
+# for rxe and `make bench`, and `debug` (KASAN, lockdep), where oxe is tested.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
@@ -16,14 +18,19 @@ KMAKE = $(MAKE) LLVM=$(KLLVM) RUSTC=$(KRUSTC) CLIPPY_DRIVER=/usr/bin/clippy-driv
 # CLIPPY=1 runs clippy over the module's Rust as the kernel build does (`make CLIPPY=1 module`).
 CLIPPY ?=
 RESULTS := build/results
+TIMED = scripts/timed.sh $(RESULTS)/timings.txt
+# Never two kernel builds at once (2 cores): the steps below run one by one.
+.NOTPARALLEL:
 
-.PHONY: run test bench shell deps kernel module rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
+.PHONY: run test bench shell deps kernel kernel-plain kernel-debug module module-plain module-debug \
+	rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
 
 deps:
 	@scripts/deps.sh
 
-kernel: deps
-	@scripts/kernel.sh build >/dev/null
+kernel: kernel-plain kernel-debug
+kernel-plain kernel-debug: deps
+	@scripts/kernel.sh build $(@:kernel-%=%) >/dev/null
 
 rdma-core: deps
 	@scripts/rdma-core.sh build >/dev/null
@@ -36,13 +43,18 @@ provider: rdma-core
 	OXE_RDMA_CORE=$$rc cargo build -q --release --manifest-path provider/Cargo.toml && \
 	install -m0755 provider/target/release/liboxe_rdmav59.so $$rc/build/lib/liboxe-rdmav59.so
 
-# The module builds against the cached kernel tree, in this tree (Kbuild).
-module: kernel
-	@kdir=$$(scripts/kernel.sh dir) && \
-	$(KMAKE) -s -C $$kdir M=$(CURDIR) $(if $(CLIPPY),CLIPPY=1) modules
+# The module builds against each cached kernel tree, from this tree (Kbuild),
+# into build/module-<flavour>/ (MO=): the two kernels need their own bindings.
+module: module-plain module-debug
+module-plain: kernel-plain
+module-debug: kernel-debug
+module-plain module-debug:
+	@f=$(@:module-%=%) && kdir=$$(scripts/kernel.sh dir $$f) && mo=$(CURDIR)/build/module-$$f && \
+	mkdir -p $$mo && $(KMAKE) -s -C $$kdir M=$(CURDIR) MO=$$mo $(if $(CLIPPY),CLIPPY=1) modules
 
-# Userspace tests that need no guest.
+# Userspace tests that need no guest: the setup logic, oxe-core, the provider.
 host-test: provider
+	@mkdir -p $(RESULTS) && scripts/test-setup.sh >$(RESULTS)/setup-tests.log 2>&1 || { cat $(RESULTS)/setup-tests.log; exit 1; }
 	@cargo test -q --manifest-path rust/core/Cargo.toml
 	@OXE_RDMA_CORE=$(RDMA_CORE_DIR) cargo test -q --release --manifest-path provider/Cargo.toml
 
@@ -80,33 +92,43 @@ guest-tools: rdma-core
 		qemu-test/clients/rc_xfer.c -I$$rc/build/include -L$$rc/build/lib -lrdmacm -libverbs \
 		-Wl,-rpath,$$rc/build/lib
 
-run: module provider
-	@qemu-test/vm.sh run
+run: module-plain provider
+	@qemu-test/vm.sh run plain
 
-test: module provider guest-tools
-	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/suites/*.json
-	@if $(MAKE) -s check; then echo "check pass" >>$(RESULTS)/checks.txt; \
-		else echo "check fail" >>$(RESULTS)/checks.txt; fi
-	@if $(MAKE) -s host-test; then echo "host-test pass" >>$(RESULTS)/checks.txt; \
-		else echo "host-test fail" >>$(RESULTS)/checks.txt; fi
-	@if $(MAKE) -s fuzz FUZZ_SECONDS=30; then echo "fuzz pass" >>$(RESULTS)/checks.txt; \
-		else echo "fuzz fail" >>$(RESULTS)/checks.txt; fi
-	@qemu-test/vm.sh test; rc=$$?; \
+# Builds first (each step timed; a failed build stops here, saying why), then
+# every check, each recorded pass or fail: oxe's guest suites on the debug
+# kernel, then rxe's yardstick on the plain one. Ends with where the time went.
+test:
+	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json
+	@$(TIMED) "setup (packages, tools)" $(MAKE) -s deps
+	@$(TIMED) "kernel, plain" $(MAKE) -s kernel-plain
+	@$(TIMED) "kernel, debug" $(MAKE) -s kernel-debug
+	@$(TIMED) "rdma-core" $(MAKE) -s rdma-core
+	@$(TIMED) "module (both kernels), provider, guest tools" $(MAKE) -s module provider guest-tools
+	@for step in check host-test "fuzz FUZZ_SECONDS=30"; do \
+		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then echo "$${step%% *} pass"; \
+		else echo "$${step%% *} fail"; fi >>$(RESULTS)/checks.txt; \
+	done
+	@for run in "test debug" "yardstick plain"; do \
+		$(TIMED) "guest: $$run kernel (whole boot)" qemu-test/vm.sh $$run; rc=$$?; \
 		cat $(RESULTS)/guest-checks.txt >>$(RESULTS)/checks.txt 2>/dev/null; \
-		[ $$rc = 0 ] || echo "guest fail" >>$(RESULTS)/checks.txt
+		[ $$rc = 0 ] || echo "guest $$run fail" >>$(RESULTS)/checks.txt; \
+	done; qemu-test/results.py summary $(RESULTS)/suites $(RESULTS)/summary.json
+	@echo; echo "where the time went (seconds):"; column -t -s "$$(printf '\t')" $(RESULTS)/timings.txt | sed 's/^/  /'
 	@echo; sed 's/^/  /' $(RESULTS)/checks.txt; \
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
 		echo "$$p passed, $$f failed"; [ $$f = 0 ]
 
 # Benchmarks (never timed tests): MR registration and perftest on oxe and rxe, same guest.
-bench: module provider guest-tools
+bench: module-plain provider guest-tools
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -o build/mr_bench qemu-test/bench/mr_bench.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -Wl,-rpath,$$rc/build/lib
-	@qemu-test/vm.sh bench
+	@qemu-test/vm.sh bench plain
 	@qemu-test/bench/report.py $(RESULTS)
 
+# OXE_KERNEL=debug make shell: the same, on the KASAN + lockdep kernel.
 shell: module provider
-	@qemu-test/vm.sh shell
+	@qemu-test/vm.sh shell $${OXE_KERNEL:-plain}
 
 # Adds every test that now passes to qemu-test/expected/ (never removes one).
 expectations:
@@ -116,9 +138,7 @@ expectations:
 	done
 
 clean:
-	@kdir=$$(scripts/kernel.sh dir 2>/dev/null) && [ -d "$$kdir" ] && \
-		$(KMAKE) -s -C $$kdir M=$(CURDIR) clean || true
-	rm -rf build rust/core/target provider/target
+	rm -rf build rust/core/target rust/core/fuzz/target provider/target
 
 # Also drops the caches outside the clone (kernel tree, rdma-core, tools).
 distclean: clean

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Host side of the guest runner: boots the cached 7.3 kernel under virtme-ng with the
+# Host side of the guest runner: boots a cached 7.3 kernel under virtme-ng with the
 # host's root fs, and runs qemu-test/guest/main.sh MODE inside it.
-#   vm.sh run|test|bench|shell
+#   vm.sh MODE [plain|debug]     MODE: run test yardstick bench shell quick dp ...
+# The kernel flavour defaults by mode: oxe's suites and the modes for iterating
+# on the driver boot the debug kernel (KASAN, lockdep), the rest the plain one.
 # Results land in build/results/ (the guest's only writable host directory).
 source "$(dirname "$0")/../scripts/lib.sh"
 
-mode=${1:?usage: vm.sh run|test|bench|shell}
-kdir=$("$OXE_TOP/scripts/kernel.sh" dir)
+mode=${1:?usage: vm.sh MODE [plain|debug]}
+case "$mode" in
+test | quick | dp | clients-oxe | script) default_flavour=debug ;;
+*) default_flavour=plain ;;
+esac
+flavour=${2:-${OXE_KERNEL:-$default_flavour}}
+kdir=$("$OXE_TOP/scripts/kernel.sh" dir "$flavour")
+module=$(module_dir "$flavour")/oxe.ko
 rdma=$("$OXE_TOP/scripts/rdma-core.sh" dir)
-[ -f "$kdir/.oxe-built" ] || die "kernel not built: run 'make kernel'"
+[ -f "$kdir/.oxe-built" ] || die "$flavour kernel not built: run 'make kernel-$flavour'"
 [ -f "$rdma/.oxe-built" ] || die "rdma-core not built: run 'make rdma-core'"
 results=$OXE_TOP/build/results
 mkdir -p "$results"
@@ -39,10 +47,10 @@ accel() {
 install_module() {
     local mods=$kdir/.virtme_mods
     (cd "$kdir" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
-    install -D -m0644 "$OXE_TOP/oxe.ko" "$mods/lib/modules/0.0.0/extra/oxe.ko"
+    install -D -m0644 "$module" "$mods/lib/modules/0.0.0/extra/oxe.ko"
     depmod -b "$mods" 0.0.0
 }
-[ -f "$OXE_TOP/oxe.ko" ] || die "oxe.ko not built: run 'make module'"
+[ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'"
 # One guest at a time per machine: the module directory is shared by every
 # checkout, and two TCG guests on two cores would only slow each other down.
 exec 9>"$OXE_CACHE/vm.lock"
@@ -50,8 +58,8 @@ exec 9>"$OXE_CACHE/vm.lock"
 install_module
 
 acc=$(accel)
-log "booting $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
-env_args="OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
+log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
+env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
@@ -70,9 +78,9 @@ while read -r name verdict; do
         cat "$results/logs/suite-$name.log" 2>/dev/null
     else
         echo "=== suite $name passed (log: build/results/logs/suite-$name.log)"
-        [ "$mode" = test ] || cat "$results/logs/suite-$name.log" 2>/dev/null
+        [ "$mode" = test ] || [ "$mode" = yardstick ] || cat "$results/logs/suite-$name.log" 2>/dev/null
     fi
 done <"$results/guest-checks.txt" 2>/dev/null
-[ "$mode" = test ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
+[ "$mode" = test ] || [ "$mode" = yardstick ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
 [ "$status" = ok ] || die "guest $mode failed: $status"

@@ -28,7 +28,8 @@ mod generated {
     type __kernel_size_t = usize;
     type __kernel_ssize_t = isize;
     type __kernel_ptrdiff_t = isize;
-    include!("bindings/generated.rs");
+    // Generated per kernel flavour into the module's output tree (Kbuild).
+    include!(concat!(env!("OXE_OBJTREE"), "/rust/bindings/generated.rs"));
 }
 
 pub(crate) use generated::*;

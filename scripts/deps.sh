@@ -7,7 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$OXE_TOP/scripts/packages.sh"
 
-mapfile -t pkgs < <(package_list "$OXE_TOP/scripts/deps-packages.txt")
+# OXE_DEPS_LIST: another list, for scripts/test-setup.sh.
+mapfile -t pkgs < <(package_list "${OXE_DEPS_LIST:-$OXE_TOP/scripts/deps-packages.txt}")
 mapfile -t missing < <(missing_packages "${pkgs[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "need root to install these Debian packages: ${missing[*]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fetches Linux 7.3 from Debian trixie-backports and builds the guest kernel in $OXE_CACHE.
-# The build tree is keyed by source version and qemu-test/kernel.fragment; the
-# out-of-tree module builds against it.
+# Fetches Linux 7.3 from Debian trixie-backports and builds a guest kernel in $OXE_CACHE.
+#   kernel.sh build|dir [plain|debug]
+# Each flavour's build tree is keyed by source version and its fragments (see
+# kernel_fragments in lib.sh); the out-of-tree module builds against it.
 source "$(dirname "$0")/lib.sh"
 
 fetch_source() {
@@ -10,7 +11,9 @@ fetch_source() {
     # A private sources list: trixie is never added to the system's apt sources.
     # Same mirror as the machine's own bookworm entries.
     local mirror
-    mirror=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+    # (grep exits 2 when /etc/apt/sources.list does not exist, as on deb822-only
+    # machines; under pipefail that must not end the script.)
+    mirror=$({ grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true; } |
         head -n1 | tr -d ' ')
     mirror=${mirror:-http://deb.debian.org/debian}
     echo "deb ${mirror%/} trixie-backports main" >"$dir/apt/sources.list"
@@ -31,8 +34,10 @@ fetch_source() {
 }
 
 build() {
-    local kdir
-    kdir=$(kernel_dir)
+    local flavour=${1:-plain} kdir frag
+    kdir=$(kernel_dir "$flavour")
+    local frags=()
+    for frag in $(kernel_fragments "$flavour"); do frags+=("$OXE_TOP/$frag"); done
     if [ -f "$kdir/.oxe-built" ]; then
         echo "$kdir"
         return
@@ -47,9 +52,9 @@ build() {
         mv "$kdir.tmp" "$kdir"
     fi
     cd "$kdir"
-    log "configuring: tinyconfig + qemu-test/kernel.fragment"
+    log "configuring the $flavour kernel: tinyconfig + $(kernel_fragments "$flavour")"
     "${KMAKE[@]}" -s tinyconfig
-    scripts/kconfig/merge_config.sh -m -Q .config "$OXE_TOP/qemu-test/kernel.fragment" >/dev/null
+    scripts/kconfig/merge_config.sh -m -Q .config "${frags[@]}" >/dev/null
     "${KMAKE[@]}" -s olddefconfig
     # Every line of the fragment must have survived olddefconfig: a silently
     # dropped option (a missing dependency) would otherwise surface as a baffling test failure.
@@ -63,22 +68,24 @@ build() {
             log "fragment: $line did not survive olddefconfig (got: $(grep "^$sym=" .config || echo unset))"
             bad=1
         fi
-    done <"$OXE_TOP/qemu-test/kernel.fragment"
-    [ $bad = 0 ] || die "kernel config does not match qemu-test/kernel.fragment"
+    done < <(cat "${frags[@]}")
+    [ $bad = 0 ] || die "kernel config does not match $(kernel_fragments "$flavour")"
     "${KMAKE[@]}" -s rustavailable >/dev/null || die "Rust is not available to the kernel build"
-    log "building the kernel in $kdir (about 13 minutes on 2 cores)"
+    log "building the $flavour kernel in $kdir (13 to 20 minutes on 2 cores)"
     local t0=$SECONDS
     "${KMAKE[@]}" -s -j"$(($(nproc) + 1))" bzImage modules
-    log "kernel built in $((SECONDS - t0)) s"
+    log "$flavour kernel built in $((SECONDS - t0)) s"
     touch .oxe-built
-    # Trees for an older fragment or source version (2+ GiB each) are dead weight now.
-    find "$OXE_CACHE" -maxdepth 1 -name 'kernel-[0-9]*' ! -path "$kdir" -exec rm -rf {} +
+    # Trees of this flavour for older fragments or source versions (2+ GiB
+    # each) are dead weight now, as are trees from before the flavours.
+    find "$OXE_CACHE" -maxdepth 1 -name 'kernel-[0-9]*' ! -path "$kdir" \
+        \( -name "*-$flavour-*" -o ! -name '*-plain-*' ! -name '*-debug-*' \) -exec rm -rf {} +
     echo "$kdir"
 }
 
 case "${1:-build}" in
 fetch) fetch_source ;;
-build) fetch_source && build ;;
-dir) kernel_dir ;;
-*) die "usage: $0 [fetch|build|dir]" ;;
+build) fetch_source && build "${2:-plain}" ;;
+dir) kernel_dir "${2:-plain}" ;;
+*) die "usage: $0 [fetch|build|dir] [plain|debug]" ;;
 esac

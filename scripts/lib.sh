@@ -39,12 +39,31 @@ kernel_deb() {
     ls "$OXE_CACHE"/kernel-src/${KSRC_PKG}_*_all.deb 2>/dev/null | sort -V | tail -n1 || true
 }
 
+# The guest kernel comes in two flavours, each its own build tree:
+#   plain  qemu-test/kernel.fragment: the yardstick (rxe suites, make bench)
+#   debug  plus qemu-test/kernel-debug.fragment (KASAN, lockdep): oxe's suites
+# The fragments a flavour is made of, in merge order.
+kernel_fragments() {
+    case "${1:-plain}" in
+    plain) echo qemu-test/kernel.fragment ;;
+    debug) echo qemu-test/kernel.fragment qemu-test/kernel-debug.fragment ;;
+    *) die "unknown kernel flavour '$1' (plain or debug)" ;;
+    esac
+}
+
 # Where the kernel build tree for the current inputs lives (no side effects).
 kernel_dir() {
-    local deb
+    local flavour=${1:-plain} deb
     deb=$(kernel_deb)
     [ -n "$deb" ] || die "kernel source not fetched yet: run 'make kernel'"
     local ver
     ver=$(basename "$deb" | sed -e "s/^${KSRC_PKG}_//" -e 's/_all\.deb$//' -e 's/~/-/g')
-    echo "$OXE_CACHE/kernel-$ver-$(hash_files qemu-test/kernel.fragment)"
+    # shellcheck disable=SC2046 # one word per fragment
+    echo "$OXE_CACHE/kernel-$ver-$flavour-$(hash_files $(kernel_fragments "$flavour"))"
+}
+
+# Where oxe.ko is built for a flavour (MO=, the kernel's output directory for
+# an external module): each flavour needs its own bindings and objects.
+module_dir() {
+    echo "$OXE_TOP/build/module-${1:-plain}"
 }

@@ -21,9 +21,7 @@ FAILED=()
 
 say() { printf '\n=== %s\n' "$*"; }
 
-# Kernel reports that fail a run wherever they appear. Lockdep's reports all carry
-# one of the first lines' phrases; hung tasks say "blocked for more than".
-SPLAT_RE='WARNING:|BUG:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|lockdep|blocked for more than|soft lockup|hard LOCKUP|general protection fault|kernel BUG|Call Trace:|refcount_t:'
+source "$GUEST/splats.sh"
 
 # Saves and clears the kernel log; fails SUITE if it holds a splat.
 dmesg_check() {
@@ -48,11 +46,13 @@ run_suite() { # name function args...
     local name=$1
     shift
     say "suite $name"
-    local rc
+    local rc t0=$SECONDS
     # Also into a log file: the host sees those while the guest still runs.
     "$@" 2>&1 | tee "$OXE_RESULTS/logs/suite-$name.log"
     rc=${PIPESTATUS[0]}
     dmesg_check "$name" || rc=1
+    # For make test's closing table of where the time went.
+    printf '  suite %s (%s kernel)\t%d\n' "$name" "${OXE_FLAVOUR:-?}" $((SECONDS - t0)) >>"$OXE_RESULTS/timings.txt"
     if [ $rc != 0 ]; then
         FAILED+=("$name")
         echo "$name fail" >>"$OXE_RESULTS/guest-checks.txt"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guest entry point: main.sh run|test|bench. Runs inside virtme-ng as root.
+# Guest entry point: main.sh run|test|yardstick|bench|... Runs inside virtme-ng as root.
 # Every suite is followed by a dmesg check; the verdict goes to $OXE_RESULTS/.guest-status.
 source "$(dirname "$0")/lib.sh"
 for f in "$GUEST"/suites/*.sh; do source "$f"; done
@@ -28,25 +28,29 @@ run)
     run_suite demo suite_demo
     ;;
 test)
+    # oxe's suites, on the debug kernel (KASAN, lockdep) in `make test`.
     run_suite module_load suite_module_load
     # The selftests build their own topology (veth0/veth1 included): run them first.
-    run_suite kselftest_rxe suite_kselftest_rdma rxe
     run_suite kselftest_oxe suite_kselftest_rdma oxe
     # rxe_netns_names may leave RDMA in exclusive netns mode (its restore can
     # fail while its namespaces still exist); the two-namespace suites need
     # the default shared mode, which can only be set before net_setup.
     rdma system set netns shared 2>/dev/null || true
     net_setup
-    # rxe and oxe both bind UDP 4791: in one namespace, one at a time.
-    load_rxe rxe0 veth0
-    run_suite rdma_core_rxe0 suite_rdma_core rxe0 veth0 1
-    rdma link delete rxe0
-    modprobe -r rdma_rxe
     run_suite oxe_lifecycle suite_oxe_lifecycle
     rdma link add oxe0 type oxe netdev veth0
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
+    ;;
+yardstick)
+    # rxe in the same suites, on the plain kernel in `make test`: the floor oxe
+    # is measured against (qemu-test/expected/*rxe*).
+    run_suite kselftest_rxe suite_kselftest_rdma rxe
+    rdma system set netns shared 2>/dev/null || true
+    net_setup
+    load_rxe rxe0 veth0
+    run_suite rdma_core_rxe0 suite_rdma_core rxe0 veth0 1
     ;;
 bench)
     # Same guest, same run, for both devices: only the ratios mean anything.

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Host test of the setup logic itself, which CI cannot exercise: CI machines
+# already have every package, so a broken install path would pass unnoticed
+# there (a fresh machine once stopped after 0.04 s with no message at all).
+# Runs in `make host-test`; needs no network, no root and installs nothing.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { printf '  ok   %s\n' "$1"; }
+bad() { printf '  FAIL %s\n' "$1"; fails=$((fails + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+unknown=oxe-no-such-package-$$
+installed=$(dpkg-query -W -f='${Package}\n' bash coreutils 2>/dev/null | head -n1)
+
+# 1. The missing-package computation, under the same shell options as deps.sh.
+out=$(bash -c "set -Eeuo pipefail; source '$top/scripts/packages.sh'
+    missing_packages $installed $unknown; echo done" 2>&1)
+rc=$?
+check "a package dpkg never heard of is reported missing, not fatal" \
+    '[ $rc = 0 ] && grep -qx "$unknown" <<<"$out" && tail -n1 <<<"$out" | grep -qx done'
+check "an installed package ($installed) is not reported" '! grep -qx "$installed" <<<"$out"'
+
+printf '# comment\n\n  pkg-a  \npkg-b # trailing\n#pkg-c\n' >"$tmp/list"
+out=$(bash -c "set -Eeuo pipefail; source '$top/scripts/packages.sh'; package_list '$tmp/list' | xargs")
+check "package_list skips comments and blanks" '[ "$out" = "pkg-a pkg-b" ]'
+
+# 2. deps.sh end to end with a list naming the unknown package and a stand-in
+# apt-get on PATH: it must try to install exactly that package, and say so
+# when the install fails or leaves it missing.
+mkdir -p "$tmp/bin"
+printf '%s\n' "$installed" "$unknown" >"$tmp/deps.txt"
+cat >"$tmp/bin/apt-get" <<EOS
+#!/bin/sh
+echo "\$*" >>"$tmp/apt-calls"
+[ "\$1" = install ] && [ "\${FAKE_APT_FAIL:-0}" = 1 ] && { echo "E: Unable to locate package $unknown" >&2; exit 100; }
+exit 0
+EOS
+chmod +x "$tmp/bin/apt-get"
+run_deps() {
+    env PATH="$tmp/bin:$PATH" OXE_CACHE="$tmp/cache" OXE_DEPS_LIST="$tmp/deps.txt" "$@" \
+        bash "$top/scripts/deps.sh" 2>&1
+}
+if [ "$(id -u)" = 0 ]; then
+    out=$(run_deps FAKE_APT_FAIL=0)
+    rc=$?
+    check "deps.sh asks apt-get for exactly the missing package" \
+        'grep -q "^install .* $unknown\$" "$tmp/apt-calls" && ! grep -q " $installed" "$tmp/apt-calls"'
+    check "deps.sh fails loudly when apt-get leaves a package missing" \
+        '[ $rc != 0 ] && grep -q "still not installed: $unknown" <<<"$out"'
+    out=$(run_deps FAKE_APT_FAIL=1)
+    rc=$?
+    check "deps.sh fails loudly when apt-get install fails" \
+        '[ $rc != 0 ] && grep -q "apt-get install failed for: $unknown" <<<"$out" && grep -q "Unable to locate" <<<"$out"'
+else
+    out=$(run_deps)
+    rc=$?
+    check "deps.sh without root names what it would install" \
+        '[ $rc != 0 ] && grep -q "need root.*$unknown" <<<"$out"'
+fi
+
+# 3. No silent exits: any failing command in a script on lib.sh is named.
+out=$(OXE_CACHE="$tmp/cache" bash -c "source '$top/scripts/lib.sh'; f() { false; }; f; echo unreachable" 2>&1)
+rc=$?
+check "lib.sh's ERR trap names the failing command" \
+    '[ $rc != 0 ] && grep -q "error: \"false\" failed with exit status 1" <<<"$out" && ! grep -q unreachable <<<"$out"'
+
+# 4. The guest's dmesg check: real reports match, the debug kernel's boot lines do not.
+source "$top/qemu-test/guest/splats.sh"
+for line in \
+    "WARNING: possible circular locking dependency detected" \
+    "WARNING: inconsistent lock state" \
+    "BUG: KASAN: slab-out-of-bounds in oxe_copy+0x1c/0x40 [oxe]" \
+    "BUG: sleeping function called from invalid context at mm/slub.c:4154" \
+    "INFO: lockdep is turned off." \
+    "INFO: task kworker/0:1:12 blocked for more than 60 seconds."; do
+    check "splat: $line" 'grep -Eq "$SPLAT_RE" <<<"$line"'
+done
+for line in \
+    "RCU lockdep checking is enabled." \
+    "kasan: KernelAddressSanitizer initialized (generic)" \
+    "Lock dependency validator: Copyright (c) 2006 Red Hat, Inc., Ingo Molnar" \
+    "... MAX_LOCKDEP_SUBCLASSES:  8"; do
+    check "not a splat: $line" '! grep -Eq "$SPLAT_RE" <<<"$line"'
+done
+
+[ $fails = 0 ] && echo "setup tests: all passed" || echo "setup tests: $fails failed"
+[ $fails = 0 ]
