@@ -57,6 +57,7 @@ impl kernel::Module for OxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         net::init();
         ib::work::init()?;
+        ib::crc::calibrate();
         ib::debugfs::init_root();
         let notifier = ib::netdev::Notifier::register()?;
         let link = ib::link::LinkOps::register()?;

@@ -26,6 +26,7 @@
 
 /* Implemented in Rust (rust/ib/debugfs.rs): prints one MR's translation. */
 int oxe_rs_mr_show(struct seq_file *m, void *mr);
+int oxe_rs_icrc_show(struct seq_file *m);
 
 struct net *oxe_shim_dev_net(const struct net_device *ndev)
 {
@@ -256,6 +257,18 @@ static const struct file_operations oxe_mr_fops = {
 struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr)
 {
 	return debugfs_create_file(name, 0400, parent, mr, &oxe_mr_fops);
+}
+
+static int oxe_icrc_show(struct seq_file *m, void *v)
+{
+	return oxe_rs_icrc_show(m);
+}
+DEFINE_SHOW_ATTRIBUTE(oxe_icrc);
+
+/* The ICRC routine chosen at load, with the rates measured (rust/ib/crc.rs). */
+struct dentry *oxe_shim_debugfs_icrc_file(struct dentry *parent)
+{
+	return debugfs_create_file("icrc", 0444, parent, NULL, &oxe_icrc_fops);
 }
 
 /* ---- Data path ---- */
@@ -781,11 +794,6 @@ void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r)
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len)
 {
 	return crc32_le(crc, p, len);
-}
-
-bool oxe_shim_crc32_le_accelerated(void)
-{
-	return IS_ENABLED(CONFIG_CRC32_ARCH);
 }
 
 u64 oxe_shim_jiffies64(void)

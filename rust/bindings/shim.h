@@ -51,6 +51,7 @@ int oxe_shim_dev_mc_add(struct net_device *ndev, const u8 *gid);
 void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
 struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr);
+struct dentry *oxe_shim_debugfs_icrc_file(struct dentry *parent);
 struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_device *ib);
 
 
@@ -124,7 +125,6 @@ void oxe_shim_skbq_free(struct oxe_skbq *q);
 bool oxe_shim_skbq_empty(struct oxe_skbq *q);
 u64 oxe_shim_jiffies64(void);
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
-bool oxe_shim_crc32_le_accelerated(void);
 unsigned long oxe_shim_usecs_to_jiffies(u64 us);
 
 /*

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! debugfs: /sys/kernel/debug/oxe/<dev>/mr-<key index>, one file per MR,
-//! showing its keys, rights and page-by-page translation.
+//! showing its keys, rights and page-by-page translation; and
+//! /sys/kernel/debug/oxe/icrc, the CRC routine chosen at load.
 
 use crate::bindings as b;
 use crate::mr::Mr;
@@ -80,6 +81,10 @@ static ROOT: AtomicPtr<b::dentry> = AtomicPtr::new(core::ptr::null_mut());
 /// Creates the oxe root directory (module init). Without debugfs oxe still works.
 pub(crate) fn init_root() {
     if let Some(root) = Entry::dir(c"oxe", None) {
+        // SAFETY: a live directory; the file goes with it at module exit.
+        let icrc = Entry::new(unsafe { b::oxe_shim_debugfs_icrc_file(root.0.as_ptr()) });
+        // Removed with its directory (debugfs_remove is recursive).
+        core::mem::forget(icrc);
         ROOT.store(root.0.as_ptr(), Ordering::Release);
         core::mem::forget(root);
     }
@@ -141,5 +146,16 @@ unsafe extern "C" fn oxe_rs_mr_show(
     // SAFETY: the pointer registered in `mr_file`, alive while the file exists.
     let mr = unsafe { &*mr.cast::<Mr>() };
     let _ = mr.describe(&mut Seq(m));
+    0
+}
+
+/// Called by the C fops for each read of the icrc file.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+#[no_mangle]
+unsafe extern "C" fn oxe_rs_icrc_show(m: *mut b::seq_file) -> kernel::ffi::c_int {
+    let _ = super::crc::describe(&mut Seq(m));
     0
 }

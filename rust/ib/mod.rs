@@ -9,6 +9,7 @@
 
 pub(crate) mod ah;
 pub(crate) mod cq;
+pub(crate) mod crc;
 pub(crate) mod debugfs;
 pub(crate) mod device;
 pub(crate) mod error;

@@ -20,23 +20,12 @@ const UDP_BTH_LEN: usize = 8 + 12;
 
 /// The ICRC of a packet (from its IP header, ICRC excluded) whose UDP header
 /// starts at `l4`: oxe-core hashes the headers with their variant fields
-/// masked, then the payload, which is most bytes, goes to the faster of
-/// two CRC-32s with the same register contract: the kernel's `crc32_le()`
-/// when the kernel has an architecture routine for it (carry-less multiply
-/// on x86), else oxe-core's slicing-by-8, whose eight lookups per eight
-/// bytes are independent where the kernel's generic loop chains one
-/// through the next.
+/// masked, then the payload, which is most bytes, goes to the CRC-32 that
+/// measured fastest at module load (`crc.rs`).
 pub(crate) fn icrc_of(packet: &[u8], l4: usize) -> Option<u32> {
     let (hdr, rest) = packet.split_at_checked(l4.checked_add(UDP_BTH_LEN)?)?;
     let crc = icrc::icrc_start(hdr).ok()?;
-    // SAFETY: a constant of the kernel's configuration.
-    let crc = if unsafe { b::oxe_shim_crc32_le_accelerated() } {
-        // SAFETY: `rest` is a valid slice for its length.
-        unsafe { b::oxe_shim_crc32_le(crc, rest.as_ptr().cast(), rest.len()) }
-    } else {
-        icrc::icrc_update(crc, rest)
-    };
-    Some(icrc::icrc_finish(crc))
+    Some(icrc::icrc_finish(super::crc::update(crc, rest)))
 }
 
 /// A packet being built, from the BTH to the ICRC.
