@@ -106,6 +106,9 @@ pub(crate) struct Req {
     /// Fetched and not yet completed, oldest first.
     pub(crate) pending: KVec<Pending>,
     pub(crate) next_psn: Psn,
+    /// The last PSN the responder acknowledged (explicitly or by a later
+    /// response): the left edge of the packet window (`Qp::window_open`).
+    pub(crate) acked: Psn,
     pub(crate) retries_left: u8,
     pub(crate) rnr_left: u8,
     /// Retransmit deadline (jiffies) while anything is unacknowledged.
@@ -626,6 +629,7 @@ impl Qp {
         if m.contains(QpAttrMask::SQ_PSN) {
             q.attr.sq_psn = a.sq_psn & Psn::MASK;
             q.req.next_psn = Psn::from_masked(a.sq_psn);
+            q.req.acked = q.req.next_psn.sub(1);
         }
         if self.ty == QpType::Gsi {
             q.attr.qkey = GSI_QKEY;

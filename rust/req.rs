@@ -26,6 +26,11 @@ use kernel::prelude::*;
 const BUDGET: u32 = 64;
 /// Ask for an ACK at least this often within a long message.
 const ACK_EVERY: u32 = 16;
+/// At most this many SEND and WRITE packets beyond the last acknowledged PSN
+/// (see `Qp::window_open`). Well under the responder's receive backlog bound
+/// (2048 packets), and many ACK intervals wide, so a fast peer never waits
+/// on it.
+const PACKET_WINDOW: u32 = 256;
 /// The UC transport's opcode range (IBTA 9.2.1: RC 0x00, UC 0x20).
 const UC_TRANSPORT: u8 = 0x20;
 /// Floor for the retransmit timer: a software peer under emulation can be
@@ -317,6 +322,9 @@ impl Qp {
             if is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q) {
                 break;
             }
+            if !self.window_open(q, p) {
+                break;
+            }
             match self.send_next(drv, q, i) {
                 Ok(()) => budget -= 1,
                 Err(status) => {
@@ -604,6 +612,7 @@ impl Qp {
     /// responses).
     fn ack_upto(&self, q: &mut QpInner, psn: Psn) -> bool {
         let mut progress = false;
+        Self::note_acked(q, psn);
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;
@@ -622,6 +631,37 @@ impl Qp {
             }
         }
         progress
+    }
+
+    /// Moves the packet window's left edge to `psn`: only forward, and only
+    /// over PSNs this QP has handed out.
+    fn note_acked(q: &mut QpInner, psn: Psn) {
+        if psn.is_after(q.req.acked) && !psn.is_after(q.req.next_psn.sub(1)) {
+            q.req.acked = psn;
+        }
+    }
+
+    /// Whether the next packet of `p` fits in the packet window: the ACK
+    /// clock that keeps a fast requester from burying a slow responder.
+    ///
+    /// Without it, `ib_write_bw` keeps 128 writes of 64 packets in flight:
+    /// 8192 packets, four times what a responder's receive backlog holds.
+    /// A peer that cannot keep up (a KASAN + lockdep kernel runs about three
+    /// times slower) then either drops the excess, or takes longer than the
+    /// retransmit timeout to work through it, and every go-back-N resend
+    /// piles more on: RETRY_EXC_ERR. IBTA leaves flow control of RDMA WRITE
+    /// to the requester (end-to-end credits cover only receive WQEs, 9.7.7.2),
+    /// so the requester holds at most [`PACKET_WINDOW`] SEND and WRITE
+    /// packets past the last acknowledged PSN, and the responder's ACKs
+    /// (asked for every [`ACK_EVERY`] packets) open it again. UC has no
+    /// acknowledgements and no window.
+    fn window_open(&self, q: &QpInner, p: &Pending) -> bool {
+        if self.ty != QpType::Rc || is_read_or_atomic(p.wr.wqe.opcode) {
+            return true;
+        }
+        let psn = p.first_psn.add(p.sent);
+        let ahead = psn.distance_from(q.req.acked);
+        ahead <= PACKET_WINDOW as i32
     }
 
     /// Whether another read or atomic may go on the wire.
@@ -845,6 +885,8 @@ impl Qp {
                 if p.done {
                     q.req.rd_out = q.req.rd_out.saturating_sub(1);
                 }
+                // A response in sequence acknowledges its own PSN.
+                Self::note_acked(q, psn);
                 progress = true;
             }
             _ => return,
@@ -896,9 +938,11 @@ impl Qp {
             !p.done && p.sent < total
         });
         match next {
-            // The requester stops at a read the window holds back.
+            // The requester stops at a read the window holds back, and at a
+            // packet past the packet window.
             Some(p) => {
                 !(is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q))
+                    && self.window_open(q, p)
             }
             None => self.sq_has_new(q),
         }
