@@ -170,6 +170,7 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_type("ibv_create_qp")
         .allowlist_type("ibv_create_qp_ex")
         .allowlist_type("ibv_modify_qp")
+        .allowlist_type("ibv_qp_attr_mask")
         .allowlist_type("ibv_query_qp")
         .allowlist_type("ibv_create_srq")
         .allowlist_type("ibv_modify_srq")

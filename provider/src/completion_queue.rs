@@ -66,6 +66,26 @@ impl<M: QueueMem> CompletionQueue<M> {
         }
     }
 
+    /// Drops the unread completions of QP `qp_num` (it was just reset) and
+    /// gives their slots back to the kernel. Called under the CQ's lock,
+    /// outside any extended poll.
+    ///
+    /// A QP that went through the error state left flush completions (and
+    /// the completion of the error itself) behind; after a reset they
+    /// describe work requests the QP no longer has. mlx4 and mlx5 remove
+    /// them on the way to RESET, and rdma-core's tests count on it: they
+    /// reset a QP after an error and poll its CQ for the next request's
+    /// completion (`test_mr_rereg_pd`, `test_mr_rereg_addr`). rdma_rxe
+    /// leaves them in the CQ, where they complete requests the QP's next
+    /// life never posted.
+    pub(crate) fn purge_qp(&mut self, qp_num: u32) -> Result<u32, c_int> {
+        let removed = self
+            .ring
+            .purge(|slot| Completion::from_slot(slot).is_some_and(|c| c.qp_num == qp_num))?;
+        self.ring.release();
+        Ok(removed)
+    }
+
     /// `ibv_resize_cq()`: moves to the kernel's new ring and returns the
     /// old memory (to unmap). The kernel moved the completions from the
     /// released index on, so call [`Self::release`] before the resize (the
@@ -178,6 +198,56 @@ mod tests {
         assert_eq!(rest, [1, 2, 3, 4, 5]);
         cq.release();
         assert_eq!(consumer_index(&mut cq), 6);
+    }
+
+    /// Plays the kernel: a completion of `wr_id` for QP `qp` at `index`.
+    fn produce_for(cq: &mut CompletionQueue<HeapQueue>, index: u32, qp: u32, wr_id: u64) {
+        let mem = cq.ring_mut().mem_mut();
+        OxeCqe {
+            wr_id,
+            qp_num: qp,
+            ..Default::default()
+        }
+        .write_to(mem.slot_mut(index));
+        mem.producer_index()
+            .store(index.wrapping_add(1), Ordering::Release);
+    }
+
+    #[test]
+    fn purge_drops_one_qps_completions_and_keeps_the_rest_in_order() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(8, 64));
+        // Start near the end of the ring so the purge crosses the wrap.
+        for i in 0..6u32 {
+            produce_for(&mut cq, i, 9, 100);
+            cq.poll_one().unwrap();
+        }
+        cq.release();
+        let qps = [7, 9, 7, 7, 8, 9, 7];
+        for (k, qp) in qps.iter().enumerate() {
+            produce_for(&mut cq, 6 + k as u32, *qp, k as u64);
+        }
+        // One completion already taken (and not released) stays taken.
+        assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, 0);
+        assert_eq!(cq.purge_qp(7), Ok(3));
+        let rest: Vec<(u64, u32)> = core::iter::from_fn(|| cq.poll_one().unwrap())
+            .map(|c| (c.wr_id, c.qp_num))
+            .collect();
+        assert_eq!(rest, [(1, 9), (4, 8), (5, 9)]);
+        cq.release();
+        assert_eq!(consumer_index(&mut cq), 13);
+        // Nothing of that QP left: a second purge removes nothing.
+        assert_eq!(cq.purge_qp(9), Ok(0));
+        assert_eq!(cq.poll_one(), Ok(None));
+    }
+
+    #[test]
+    fn purge_of_a_broken_producer_index_is_an_error() {
+        let mut cq = CompletionQueue::new(HeapQueue::new(2, 64));
+        cq.ring_mut()
+            .mem_mut()
+            .producer_index()
+            .store(3, Ordering::Release);
+        assert_eq!(cq.purge_qp(1), Err(EPROTO));
     }
 
     #[test]

@@ -108,6 +108,20 @@ unsafe fn queue_of<'a>(cq: *mut sys::ibv_cq) -> Option<&'a Locked<CompletionQueu
     unsafe { (*cq.cast::<OxeCq>()).queue.as_ref() }
 }
 
+/// Drops the unread completions of QP `qp_num` from `cq`, after the QP was
+/// reset (see [`CompletionQueue::purge_qp`]).
+///
+/// # Safety
+/// `cq` must be a live CQ of this provider.
+pub(crate) unsafe fn purge_qp(cq: *mut sys::ibv_cq, qp_num: u32) {
+    // SAFETY: a live CQ, per the contract.
+    if let Some(queue) = unsafe { queue_of(cq) } {
+        // A broken producer index leaves the CQ as it is: the next poll
+        // reports it.
+        let _ = queue.lock().purge_qp(qp_num);
+    }
+}
+
 /// `create_cq` (`ibv_create_cq()`).
 ///
 /// # Safety

@@ -16,6 +16,7 @@ use oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe};
 use oxe_core::Errno;
 
 use crate::ffi::{cmd_fd, errno, errno_ret, set_errno};
+use crate::ffi_cq;
 use crate::ffi_lock::Locked;
 use crate::ffi_qp_ex;
 use crate::ffi_queue::MappedQueue;
@@ -277,7 +278,25 @@ pub(crate) unsafe extern "C" fn modify_qp(
 ) -> c_int {
     let mut cmd = sys::ibv_modify_qp::default();
     // SAFETY: the caller's pointers; `cmd` is a live local of its size.
-    errno_ret(unsafe { sys::ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of_val(&cmd)) })
+    let ret = unsafe { sys::ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of_val(&cmd)) };
+    // SAFETY: the caller's attributes, read only when the mask names them.
+    let reset = ret == 0
+        && attr_mask & sys::IBV_QP_STATE as c_int != 0
+        && unsafe { (*attr).qp_state } == sys::IBV_QPS_RESET;
+    if reset {
+        // The completions of the QP's life before the reset go with it.
+        // SAFETY: a live QP, per the contract; its CQs outlive it.
+        let qp = unsafe { &*qp };
+        let (send_cq, recv_cq, qp_num) = (qp.send_cq, qp.recv_cq, qp.qp_num);
+        for (i, cq) in [send_cq, recv_cq].into_iter().enumerate() {
+            if !cq.is_null() && (i == 0 || cq != send_cq) {
+                // SAFETY: a live CQ of this provider (libibverbs created the
+                // QP with it).
+                unsafe { ffi_cq::purge_qp(cq, qp_num) };
+            }
+        }
+    }
+    errno_ret(ret)
 }
 
 /// `query_qp` (`ibv_query_qp()`).

@@ -220,6 +220,40 @@ impl<M: QueueMem> Consumer<M> {
             .store(self.next, Ordering::Release);
     }
 
+    /// Removes every unread entry `doomed` picks, keeping the others in
+    /// order, and returns how many went. The call is the consumer's own
+    /// business: the kernel writes only at and past the producer index it
+    /// published, and reads nothing here, so rearranging the unread slots
+    /// behind that index races with nothing but other consumers (whom the
+    /// caller's lock excludes).
+    ///
+    /// Walks from the newest entry back: a kept entry moves toward the
+    /// producer end by the number removed after it, into a slot already
+    /// examined, and the consumer index skips the freed slots at the start.
+    pub(crate) fn purge(&mut self, mut doomed: impl FnMut(&[u8]) -> bool) -> Result<u32, c_int> {
+        let produced = self.mem.producer_index().load(Ordering::Acquire);
+        let unread = produced.wrapping_sub(self.next);
+        if unread > self.mem.layout().num_slots() {
+            return Err(EPROTO);
+        }
+        let mut removed = 0u32;
+        let mut kept = Vec::new();
+        for k in (0..unread).rev() {
+            let index = self.next.wrapping_add(k);
+            if doomed(self.mem.slot(index)) {
+                removed += 1;
+            } else if removed > 0 {
+                kept.clear();
+                kept.extend_from_slice(self.mem.slot(index));
+                self.mem
+                    .slot_mut(index.wrapping_add(removed))
+                    .copy_from_slice(&kept);
+            }
+        }
+        self.next = self.next.wrapping_add(removed);
+        Ok(removed)
+    }
+
     /// Moves to the memory of the resized queue and returns the old one
     /// (to unmap). As for [`Producer::replace_mem`], the private index
     /// stays; call with every slot read released, since the kernel moved
