@@ -477,8 +477,16 @@ impl Qp {
 
     /// Takes the next receive WQE from the SRQ or the RQ.
     pub(crate) fn take_recv(&self, q: &mut QpInner) -> Option<Result<RecvWr>> {
+        self.take_recv_fitting(q, 0)
+    }
+
+    /// As [`Qp::take_recv`], for a message of `need` bytes known up front
+    /// (a datagram): a receive WQE too short for it is not consumed, and
+    /// comes back as `EMSGSIZE`, so the datagram can be dropped without
+    /// costing the receiver a WQE or its QP.
+    pub(crate) fn take_recv_fitting(&self, q: &mut QpInner, need: u32) -> Option<Result<RecvWr>> {
         if let Some(srq) = &self.srq {
-            return srq.take();
+            return srq.take(need);
         }
         let rq = self.rq.as_ref()?;
         let prod = rq.producer();
@@ -487,6 +495,9 @@ impl Qp {
             return None;
         }
         let w = wr::read_recv(rq, q.resp.rq_cons);
+        if w.as_ref().is_ok_and(|w| w.len < need) {
+            return Some(Err(EMSGSIZE));
+        }
         q.resp.rq_cons = q.resp.rq_cons.wrapping_add(1);
         rq.set_consumer(q.resp.rq_cons);
         Some(w)

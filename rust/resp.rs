@@ -627,6 +627,14 @@ impl Qp {
 
     /// A UD or GSI datagram: Q_Key check, then GRH and payload into the
     /// next receive WQE. Datagrams without a WQE are dropped (IBTA 9.8.3).
+    ///
+    /// No datagram takes the QP down, whatever it holds: a UD QP serves any
+    /// sender that knows its Q_Key, and QP1 every sender (ib_mad never
+    /// recovers a QP1 in error, so one oversized MAD would end MADs and
+    /// RDMA-CM on the port). A datagram longer than the next receive WQE is
+    /// the sender's fault: it is dropped and counted (`rx_dropped`), the
+    /// WQE left for the next one. A WQE the local consumer got wrong (an
+    /// SGE outside its MR) completes in error, and the QP stays up.
     fn ud_receive(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) {
         let Some(deth) = p.deth else { return };
         if !matches!(
@@ -638,8 +646,14 @@ impl Qp {
         if deth.qkey != q.attr.qkey {
             return;
         }
-        let Some(Ok(r)) = self.take_recv(q) else {
-            return;
+        let total = GRH_LEN + p.payload.len();
+        let r = match self.take_recv_fitting(q, u32::try_from(total).unwrap_or(u32::MAX)) {
+            Some(Ok(r)) => r,
+            Some(Err(e)) if e == kernel::error::code::EMSGSIZE => {
+                crate::counters::inc(&drv.counters.rx_dropped);
+                return;
+            }
+            _ => return,
         };
         let mut grh = [0u8; GRH_LEN];
         let v6 = p.ip.len() >= GRH_LEN && p.ip.first().is_some_and(|b| b >> 4 == 6);
@@ -653,7 +667,6 @@ impl Qp {
             pd: self.pd,
             kernel: self.kernel.as_ref(),
         };
-        let total = GRH_LEN + p.payload.len();
         let res = if total as u32 > r.len {
             Err(LocalErr::Len)
         } else {
@@ -691,7 +704,6 @@ impl Qp {
                 };
                 c.byte_len = 0;
                 self.complete_recv(&c, false);
-                self.to_error(q);
             }
         }
     }

@@ -80,7 +80,10 @@ impl Srq {
 
     /// Takes the next receive WQE, if any, and raises the limit event when
     /// the queue drops below an armed limit.
-    pub(crate) fn take(&self) -> Option<Result<RecvWr>> {
+    ///
+    /// A WQE shorter than `need` bytes stays queued and comes back as
+    /// `EMSGSIZE` (see `Qp::take_recv`).
+    pub(crate) fn take(&self, need: u32) -> Option<Result<RecvWr>> {
         let mut q = self.q.bh();
         let (st, ring) = q.parts();
         let prod = ring.producer();
@@ -89,6 +92,9 @@ impl Srq {
             return None;
         }
         let w = wr::read_recv(ring, st.consumer);
+        if w.as_ref().is_ok_and(|w| w.len < need) {
+            return Some(Err(EMSGSIZE));
+        }
         st.consumer = st.consumer.wrapping_add(1);
         ring.set_consumer(st.consumer);
         if st.limit != 0 && queued - 1 < st.limit {
