@@ -406,6 +406,13 @@ pub(crate) fn reg_user(
 /// ibv_rereg_mr, in place. Every check and the new pin happen before anything
 /// changes, so a failed rereg leaves the MR exactly as it was (and deregisterable).
 pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg) -> Result<MrKeys> {
+    // uverbs refuses a rereg without flags before it gets here, and clears
+    // CHANGE_PD when the PD named is the MR's own: a request that asked
+    // for nothing else is then a no-op, which mlx5 also treats as success.
+    if req.flags == 0 {
+        let _rereg = mr.rereg.lock();
+        return Ok(mr.keys(&mr.state.lock()));
+    }
     let flags = ReregFlags::from_raw(req.flags).map_err(from_core)?;
     let _rereg = mr.rereg.lock();
     if mr.mw_binds.load(Ordering::Acquire) != 0 {
