@@ -235,8 +235,10 @@ mod tests {
         let p = plan(flags, ro(Access::REMOTE_READ), 0, MASK).unwrap();
         assert_eq!(p.repin, None);
 
-        // Local-only change keeps keys.
+        // Dropping every right from a writable pin: nothing to re-pin either.
         let p = plan(flags, cur, 0, MASK).unwrap();
+        assert_eq!(p.repin, None);
+        assert_eq!(p.new_access, Access::empty());
     }
 
     #[test]
