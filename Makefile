@@ -106,8 +106,8 @@ test:
 	@$(TIMED) "rdma-core" $(MAKE) -s rdma-core
 	@$(TIMED) "module (both kernels), provider, guest tools" $(MAKE) -s module provider guest-tools
 	@for step in check host-test "fuzz FUZZ_SECONDS=30"; do \
-		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then echo "$${step%% *} pass"; \
-		else echo "$${step%% *} fail"; fi >>$(RESULTS)/checks.txt; \
+		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then r=pass; else r=fail; fi; \
+		echo "$${step%% *} $$r" >>$(RESULTS)/checks.txt; \
 	done
 	@for run in "test debug" "yardstick plain"; do \
 		$(TIMED) "guest: $$run kernel (whole boot)" qemu-test/vm.sh $$run; rc=$$?; \

@@ -611,8 +611,12 @@ impl Qp {
     /// acknowledged (sends and writes; reads and atomics complete on their
     /// responses).
     fn ack_upto(&self, q: &mut QpInner, psn: Psn) -> bool {
-        let mut progress = false;
-        Self::note_acked(q, psn);
+        // An acknowledgement that moves the acknowledged PSN forward is
+        // progress, even inside a message: with a packet window narrower
+        // than a 1 MiB write (1024 packets), waiting for whole requests
+        // would count every loss-and-resend cycle against the retry count
+        // and end a transfer that is advancing in RETRY_EXC_ERR.
+        let mut progress = Self::note_acked(q, psn);
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;
@@ -634,11 +638,13 @@ impl Qp {
     }
 
     /// Moves the packet window's left edge to `psn`: only forward, and only
-    /// over PSNs this QP has handed out.
-    fn note_acked(q: &mut QpInner, psn: Psn) {
-        if psn.is_after(q.req.acked) && !psn.is_after(q.req.next_psn.sub(1)) {
+    /// over PSNs this QP has handed out. Returns whether it moved.
+    fn note_acked(q: &mut QpInner, psn: Psn) -> bool {
+        let moved = psn.is_after(q.req.acked) && !psn.is_after(q.req.next_psn.sub(1));
+        if moved {
             q.req.acked = psn;
         }
+        moved
     }
 
     /// Whether the next packet of `p` fits in the packet window: the ACK
@@ -744,8 +750,21 @@ impl Qp {
             if now >= t {
                 q.req.deadline = None;
                 crate::counters::inc(&drv.counters.ack_timeout);
-                let Some(psn) = Self::oldest_psn(q) else {
+                let Some(oldest) = Self::oldest_psn(q) else {
                     return;
+                };
+                // Go back to the first PSN not acknowledged, not to the start
+                // of the oldest request: a 1 MiB write acknowledged up to
+                // its 900th packet resends 124 packets, not 1024. Resending
+                // what the responder has is worse than wasted on a slow
+                // peer: it works through the duplicates (each ICRC-checked)
+                // before the new packets, past the next timeout, and the
+                // retry count runs out while the transfer advances.
+                let first_unacked = q.req.acked.next();
+                let psn = if first_unacked.is_after(oldest) {
+                    first_unacked
+                } else {
+                    oldest
                 };
                 if q.req.retries_left == 0 {
                     self.fail_oldest(q, wc_status::RETRY_EXC_ERR);
@@ -886,7 +905,7 @@ impl Qp {
                     q.req.rd_out = q.req.rd_out.saturating_sub(1);
                 }
                 // A response in sequence acknowledges its own PSN.
-                Self::note_acked(q, psn);
+                let _ = Self::note_acked(q, psn);
                 progress = true;
             }
             _ => return,
