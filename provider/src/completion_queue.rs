@@ -119,15 +119,20 @@ mod tests {
     /// Plays the kernel: writes a CQE for `wr_id` at `index` and publishes
     /// everything up to it.
     fn produce(cq: &mut CompletionQueue<HeapQueue>, index: u32, wr_id: u64) {
-        let mem = cq.ring_mut().mem_mut();
-        OxeCqe {
+        let cqe = OxeCqe {
             wr_id,
             opcode: sys::IBV_WC_RECV,
             wc_flags: OXE_WC_WITH_INV,
             imm_data: 0x77,
             ..Default::default()
-        }
-        .write_to(mem.slot_mut(index));
+        };
+        publish(cq, index, &cqe);
+    }
+
+    /// Plays the kernel: writes `cqe` at `index` and publishes up to it.
+    fn publish(cq: &mut CompletionQueue<HeapQueue>, index: u32, cqe: &OxeCqe) {
+        let mem = cq.ring_mut().mem_mut();
+        cqe.write_to(mem.slot_mut(index));
         mem.producer_index()
             .store(index.wrapping_add(1), Ordering::Release);
     }
@@ -202,15 +207,12 @@ mod tests {
 
     /// Plays the kernel: a completion of `wr_id` for QP `qp` at `index`.
     fn produce_for(cq: &mut CompletionQueue<HeapQueue>, index: u32, qp: u32, wr_id: u64) {
-        let mem = cq.ring_mut().mem_mut();
-        OxeCqe {
+        let cqe = OxeCqe {
             wr_id,
             qp_num: qp,
             ..Default::default()
-        }
-        .write_to(mem.slot_mut(index));
-        mem.producer_index()
-            .store(index.wrapping_add(1), Ordering::Release);
+        };
+        publish(cq, index, &cqe);
     }
 
     #[test]

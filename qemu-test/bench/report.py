@@ -14,10 +14,12 @@ from pathlib import Path
 
 SIZES = [("4 KiB", "4096"), ("64 KiB", "65536"), ("2 MiB", "2097152"), ("64 MiB", "67108864"), ("1 GiB", "1073741824")]
 # perftest measures: key, label, unit, direction of "better", target oxe/rxe ratio.
+# The targets are measured against rxe at its best: a guest kernel with the
+# accelerated CRCs distributions ship (CONFIG_CRC_OPTIMIZATIONS).
 PERF = [
-    ("write_bw", "ib_write_bw 64 KiB", "MB/s", ">=", 1.5),
-    ("read_bw", "ib_read_bw 64 KiB", "MB/s", ">=", 1.5),
-    ("write_lat", "ib_write_lat 8 B, typical", "µs", "<=", 0.7),
+    ("write_bw", "ib_write_bw 64 KiB", "MB/s", ">=", 2.0),
+    ("read_bw", "ib_read_bw 64 KiB", "MB/s", ">=", 2.0),
+    ("write_lat", "ib_write_lat 8 B, typical", "µs", "<=", 0.5),
 ]
 
 
