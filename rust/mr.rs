@@ -410,7 +410,6 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
     // CHANGE_PD when the PD named is the MR's own: a request that asked
     // for nothing else is then a no-op, which mlx5 also treats as success.
     if req.flags == 0 {
-        let _rereg = mr.rereg.lock();
         return Ok(mr.keys(&mr.state.lock()));
     }
     let flags = ReregFlags::from_raw(req.flags).map_err(from_core)?;

@@ -319,10 +319,7 @@ impl Qp {
                 i += 1;
                 continue;
             }
-            if is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q) {
-                break;
-            }
-            if !self.window_open(q, p) {
+            if !self.windows_open(q, p) {
                 break;
             }
             match self.send_next(drv, q, i) {
@@ -635,6 +632,15 @@ impl Qp {
             }
         }
         progress
+    }
+
+    /// Whether the next packet of `p` may go now: the requester stops at a
+    /// read or atomic the read window holds back, and at a packet past the
+    /// packet window.
+    fn windows_open(&self, q: &QpInner, p: &Pending) -> bool {
+        let held_read =
+            is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q);
+        !held_read && self.window_open(q, p)
     }
 
     /// Moves the packet window's left edge to `psn`: only forward, and only
@@ -957,12 +963,7 @@ impl Qp {
             !p.done && p.sent < total
         });
         match next {
-            // The requester stops at a read the window holds back, and at a
-            // packet past the packet window.
-            Some(p) => {
-                !(is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q))
-                    && self.window_open(q, p)
-            }
+            Some(p) => self.windows_open(q, p),
             None => self.sq_has_new(q),
         }
     }

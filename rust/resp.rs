@@ -667,13 +667,10 @@ impl Qp {
             pd: self.pd,
             kernel: self.kernel.as_ref(),
         };
-        let res = if total as u32 > r.len {
-            Err(LocalErr::Len)
-        } else {
-            local
-                .scatter(&r.sges, 0, &grh)
-                .and_then(|()| local.scatter(&r.sges, GRH_LEN as u64, p.payload))
-        };
+        // `take_recv_fitting` gave a WQE that holds `total` bytes.
+        let res = local
+            .scatter(&r.sges, 0, &grh)
+            .and_then(|()| local.scatter(&r.sges, GRH_LEN as u64, p.payload));
         let mut c: OxeCqe = wr::cqe(
             self.qpn(),
             r.wr_id,

@@ -318,7 +318,6 @@ mod tests {
                         if !flags.access() {
                             assert_eq!(p.new_access, cur_access);
                         }
-                        if flags.trans() || flags.pd() {}
                     }
                 }
             }
