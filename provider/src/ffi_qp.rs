@@ -287,12 +287,12 @@ pub(crate) unsafe extern "C" fn modify_qp(
         // The completions of the QP's life before the reset go with it.
         // SAFETY: a live QP, per the contract; its CQs outlive it.
         let qp = unsafe { &*qp };
-        let (send_cq, recv_cq, qp_num) = (qp.send_cq, qp.recv_cq, qp.qp_num);
-        for (i, cq) in [send_cq, recv_cq].into_iter().enumerate() {
-            if !cq.is_null() && (i == 0 || cq != send_cq) {
+        let recv_cq = Some(qp.recv_cq).filter(|&cq| cq != qp.send_cq);
+        for cq in [Some(qp.send_cq), recv_cq].into_iter().flatten() {
+            if !cq.is_null() {
                 // SAFETY: a live CQ of this provider (libibverbs created the
                 // QP with it).
-                unsafe { ffi_cq::purge_qp(cq, qp_num) };
+                unsafe { ffi_cq::purge_qp(cq, qp.qp_num) };
             }
         }
     }
