@@ -9,12 +9,14 @@ source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
 case "$mode" in
-test | quick | dp | clients-oxe | script) default_flavour=debug ;;
+test | quick | dp | clients-oxe | hostile | script) default_flavour=debug ;;
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}
 kdir=$("$OXE_TOP/scripts/kernel.sh" dir "$flavour")
-module=$(module_dir "$flavour")/oxe.ko
+# OXE_MODULE boots another build of oxe.ko (an older commit's, to show a
+# test fails there).
+module=${OXE_MODULE:-$(module_dir "$flavour")/oxe.ko}
 rdma=$("$OXE_TOP/scripts/rdma-core.sh" dir)
 [ -f "$kdir/.oxe-built" ] || die "$flavour kernel not built: run 'make kernel-$flavour'"
 [ -f "$rdma/.oxe-built" ] || die "rdma-core not built: run 'make rdma-core'"

@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 17] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 19] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -24,6 +24,8 @@ pub(crate) const NAMES: [&core::ffi::CStr; 17] = [
     c"duplicate_request",
     c"ack_timeout",
     c"go_back",
+    c"rx_wrong_path",
+    c"ghost_ack",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -58,6 +60,13 @@ pub(crate) struct Counters {
     /// Times the requester went back to resend (timer, sequence NAK, RNR
     /// NAK, or a gap in read responses).
     pub(crate) go_back: AtomicU64,
+    /// Packets to a connected QP from an address that is not its path's
+    /// peer, or to one of this host's addresses that is not its source:
+    /// dropped before anything in them is acted on.
+    pub(crate) rx_wrong_path: AtomicU64,
+    /// Acknowledgements, NAKs and responses for a PSN the QP has no
+    /// request outstanding at (IBTA 9.7.5.1.x ghost responses): ignored.
+    pub(crate) ghost_ack: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -133,6 +142,8 @@ impl Counters {
             &self.duplicate_request,
             &self.ack_timeout,
             &self.go_back,
+            &self.rx_wrong_path,
+            &self.ghost_ack,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

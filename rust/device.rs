@@ -187,7 +187,7 @@ impl OxeDevice {
         attr.phys_mtu = 4096;
         attr.gid_tbl_len = GID_TABLE_LEN;
         attr.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
-        attr.max_msg_sz = 1 << 31;
+        attr.max_msg_sz = crate::qp::MAX_MSG_SZ;
         attr.pkey_tbl_len = 1;
         attr.max_vl_num = 1;
         attr.active_width = b::ib_port_width_IB_WIDTH_1X as u8;

@@ -45,6 +45,8 @@ pub(crate) const MAX_INLINE: u32 = 512;
 /// smaller one (16 was tried) also bounds how long a re-asked read waits
 /// behind queued responses: a trade-off left open.
 pub(crate) const MAX_RD_ATOMIC: u32 = 128;
+/// The longest message, the device's `max_msg_sz` (IBTA's 2^31).
+pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
 /// The Q_Key of QP1 (IBTA 13.4.6.1... the GSI's well-known Q_Key).
 pub(crate) const GSI_QKEY: u32 = 0x8001_0000;
 
@@ -149,11 +151,72 @@ pub(crate) struct Resp {
     pub(crate) nak_sent: bool,
     pub(crate) recv: Option<RecvInProgress>,
     pub(crate) write: Option<WriteInProgress>,
-    /// Executed atomics by PSN, replayed for duplicates.
-    pub(crate) atomics: [(u32, u64, bool); 16],
-    pub(crate) next_atomic: usize,
+    /// The reads and atomics executed last, answered again for duplicates.
+    pub(crate) resources: Resources,
     /// The RQ's consumer index (the kernel's, authoritative).
     pub(crate) rq_cons: u32,
+}
+
+/// What the responder keeps of a READ or an atomic it executed, so that a
+/// duplicate of it (its response was lost) can be answered again: IBTA's
+/// responder resources, `max_dest_rd_atomic` of them (9.7.4.1.x).
+#[derive(Clone, Copy, Default)]
+pub(crate) enum Resource {
+    #[default]
+    Free,
+    /// A READ and the PSNs its responses span.
+    Read { psn: Psn, npsn: u32 },
+    /// An atomic and the original value its ACK returned.
+    Atomic { psn: Psn, orig: u64 },
+}
+
+/// The responder resources, a ring: a new READ or atomic takes the oldest
+/// one's place. A duplicate that names none of them is not answered, so a
+/// peer can make the responder repeat at most the work it has been
+/// granted, never any READ from the past half of the PSN space.
+pub(crate) struct Resources {
+    slots: [Resource; MAX_RD_ATOMIC as usize],
+    next: usize,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources {
+            slots: [Resource::Free; MAX_RD_ATOMIC as usize],
+            next: 0,
+        }
+    }
+}
+
+impl Resources {
+    /// Records `r`, in a ring of `limit` (the QP's `max_dest_rd_atomic`,
+    /// at least one).
+    pub(crate) fn record(&mut self, r: Resource, limit: u8) {
+        let n = usize::from(limit).clamp(1, self.slots.len());
+        if let Some(slot) = self.slots.get_mut(self.next % n) {
+            *slot = r;
+        }
+        self.next = (self.next + 1) % n;
+    }
+
+    /// The READ whose responses include PSNs `psn` to `psn + n - 1`.
+    pub(crate) fn read_covering(&self, psn: Psn, n: u32) -> bool {
+        self.slots.iter().any(|r| match *r {
+            Resource::Read { psn: first, npsn } => {
+                let from = psn.distance_from(first);
+                from >= 0 && (from as u32).saturating_add(n) <= npsn
+            }
+            _ => false,
+        })
+    }
+
+    /// The original value of the atomic at `psn`.
+    pub(crate) fn atomic_at(&self, psn: Psn) -> Option<u64> {
+        self.slots.iter().find_map(|r| match *r {
+            Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+            _ => None,
+        })
+    }
 }
 
 pub(crate) struct QpInner {

@@ -6,6 +6,7 @@
 //! multicast group goes to every QP attached to it. Anything malformed is
 //! dropped and counted, never trusted further.
 
+use crate::av::Av;
 use crate::device::OxeDevice;
 use crate::ib::pkt::{RxPacket, ICRC_LEN};
 use crate::oxe_core::bth::Bth;
@@ -74,7 +75,7 @@ impl OxeDevice {
             let Some((bytes, l4)) = skb.bytes() else {
                 return;
             };
-            let Some(p) = parse(bytes, l4) else {
+            let Some(p) = parse(bytes, l4).filter(|p| p.payload.len() <= MAX_PAYLOAD) else {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
@@ -144,6 +145,13 @@ const BACKLOG_BUDGET: u32 = 64;
 /// drained well within the shortest retransmit timeout.
 const BACKLOG_MAX: u32 = 2048;
 
+/// The largest payload a packet may carry: the largest path MTU (4096). Anything longer is malformed whatever the QP's
+/// MTU, and dropped before it is queued: a UDP datagram can be 64 KiB, and
+/// a QP's backlog bound counts packets, so this is what bounds its bytes
+/// (2048 packets of at most 4 KiB, not of 64 KiB). The QP's own path MTU is
+/// checked when the packet is processed.
+const MAX_PAYLOAD: usize = 4096;
+
 /// Payload bytes from which a packet is processed on another CPU.
 const STEER_MIN_PAYLOAD: usize = 512;
 
@@ -189,6 +197,17 @@ impl Qp {
             return;
         }
         let mut q = self.lock();
+        // A connected QP talks to one peer: a packet from anyone else, or
+        // to another of this host's addresses, is not on its path and is
+        // dropped before its PSN or AETH are looked at (IBTA 9.6.1: a
+        // connected QP checks every packet's source against its path; rxe
+        // does too). The UDP source port is not compared: RoCE v2 (IBTA
+        // Annex A17) leaves it to the sender as flow entropy.
+        let connected = matches!(self.ty, QpType::Rc | QpType::Uc);
+        if connected && !q.attr.av.is_some_and(|av| on_path(&av, p.ip)) {
+            crate::counters::inc(&drv.counters.rx_wrong_path);
+            return;
+        }
         if p.info.is_request() {
             self.on_request(drv, &mut q, p);
         } else {
@@ -215,6 +234,12 @@ impl Qp {
         }
         true
     }
+}
+
+/// Whether a packet's IP header names the path `av` from its far end:
+/// sent by the path's destination, to its source.
+fn on_path(av: &Av, ip: &[u8]) -> bool {
+    gid::source(ip) == Some(av.dgid) && gid::destination(ip) == Some(av.sgid)
 }
 
 impl OxeDevice {

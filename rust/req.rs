@@ -68,6 +68,14 @@ fn is_read_or_atomic(opcode: u32) -> bool {
     )
 }
 
+/// The atomics answered by an ATOMIC ACKNOWLEDGE.
+fn is_atomic(opcode: u32) -> bool {
+    matches!(
+        opcode,
+        wr_op::ATOMIC_CMP_AND_SWP | wr_op::ATOMIC_FETCH_AND_ADD
+    )
+}
+
 /// Requests answered by RDMA READ response packets: reads with their data,
 /// FLUSH and ATOMIC WRITE with one empty READ RESPONSE Only.
 fn answered_by_read_response(opcode: u32) -> bool {
@@ -794,6 +802,10 @@ impl Qp {
             return;
         }
         let psn = r.bth.psn;
+        if self.ghost(q, r) {
+            crate::counters::inc(&drv.counters.ghost_ack);
+            return;
+        }
         let mut progress = false;
         match r.bth.opcode {
             op::RC_ACKNOWLEDGE => {
@@ -836,27 +848,41 @@ impl Qp {
                 let Some(orig) = r.atomic_ack else { return };
                 self.ack_upto(q, psn.sub(1));
                 let local = self.local(drv);
+                // ghost() found the read or atomic this PSN starts.
                 if let Some(p) = q.req.pending.iter_mut().find(|p| {
                     !p.done && p.started && p.first_psn == psn && is_read_or_atomic(p.wr.wqe.opcode)
                 }) {
-                    let res = local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes());
-                    p.done = true;
-                    p.status = match res {
-                        Ok(()) => wc_status::SUCCESS,
-                        Err(_) => wc_status::LOC_PROT_ERR,
+                    // IBTA 9.7.5.1.x: a response must be of the class of the
+                    // request it answers. An atomic ACK for a READ would
+                    // otherwise complete the read with eight bytes of
+                    // "original value" and none of its data.
+                    p.status = if !is_atomic(p.wr.wqe.opcode) {
+                        wc_status::BAD_RESP_ERR
+                    } else {
+                        match local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes()) {
+                            Ok(()) => wc_status::SUCCESS,
+                            Err(_) => wc_status::LOC_PROT_ERR,
+                        }
                     };
+                    p.done = true;
                     q.req.rd_out = q.req.rd_out.saturating_sub(1);
                     progress = true;
                 }
+                let _ = Self::note_acked(q, psn);
             }
             op::RC_RDMA_READ_RESPONSE_FIRST
             | op::RC_RDMA_READ_RESPONSE_MIDDLE
             | op::RC_RDMA_READ_RESPONSE_LAST
             | op::RC_RDMA_READ_RESPONSE_ONLY => {
                 let mtu = q.mtu();
-                let Some(idx) = q.req.pending.iter().position(|p| {
-                    !p.done && p.started && answered_by_read_response(p.wr.wqe.opcode)
-                }) else {
+                // The oldest request still waiting for a response; an atomic
+                // there cannot be answered by read responses (below).
+                let Some(idx) = q
+                    .req
+                    .pending
+                    .iter()
+                    .position(|p| !p.done && p.started && is_read_or_atomic(p.wr.wqe.opcode))
+                else {
                     return;
                 };
                 let expect = {
@@ -891,7 +917,8 @@ impl Qp {
                     0
                 };
                 let only = r.bth.opcode == op::RC_RDMA_READ_RESPONSE_ONLY;
-                if r.payload.len() != want || (!read && !only) {
+                let class_ok = answered_by_read_response(p.wr.wqe.opcode);
+                if !class_ok || r.payload.len() != want || (!read && !only) {
                     p.done = true;
                     p.status = wc_status::BAD_RESP_ERR;
                 } else if let Err(e) = local.scatter(&p.wr.sges, off.into(), r.payload) {
@@ -946,6 +973,29 @@ impl Qp {
         // costs a small message more than its packets do.
         if self.sendable(q) {
             self.kick();
+        }
+    }
+
+    /// Whether a response names a PSN this QP has no request outstanding
+    /// at: a ghost (IBTA 9.7.5.1.x), ignored and counted, so that neither a
+    /// stale response nor a forged one can complete or fail a request.
+    ///
+    /// An ACK may name any PSN up to the last one handed out (an old one
+    /// acknowledges nothing new); a NAK, a read response or an atomic ACK
+    /// must name one after the last acknowledged, and an atomic ACK the
+    /// first PSN of a read or atomic still waiting.
+    fn ghost(&self, q: &QpInner, r: &crate::recv::Packet<'_>) -> bool {
+        let psn = r.bth.psn;
+        let last = q.req.next_psn.sub(1);
+        if psn.is_after(last) {
+            return true;
+        }
+        match (r.bth.opcode, r.aeth.map(|a| a.syndrome)) {
+            (op::RC_ACKNOWLEDGE, Some(Syndrome::Ack { .. })) => false,
+            (op::RC_ATOMIC_ACKNOWLEDGE, _) => !q.req.pending.iter().any(|p| {
+                !p.done && p.started && p.first_psn == psn && is_read_or_atomic(p.wr.wqe.opcode)
+            }),
+            _ => !psn.is_after(q.req.acked),
         }
     }
 

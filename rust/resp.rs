@@ -15,7 +15,7 @@ use crate::oxe_core::ext_headers::{AtomicAckEth, Reth};
 use crate::oxe_core::opcode::{codes as op, Operation, Position};
 use crate::oxe_core::qp_state::{QpState, QpType};
 use crate::oxe_core::{AccessOp, Psn};
-use crate::qp::{Qp, QpInner, RecvInProgress, WriteInProgress};
+use crate::qp::{Qp, QpInner, RecvInProgress, Resource, WriteInProgress, MAX_MSG_SZ};
 use crate::recv::Packet;
 use crate::tx::{self, Headers};
 use crate::wr::{self, wc_op, wc_status};
@@ -54,6 +54,21 @@ enum Verdict {
     /// A receive WQE completed in error (length, protection): as `Fatal`,
     /// and the QP goes to the error state on every connected transport.
     RecvFailed(NakCode),
+}
+
+/// Whether a request packet's payload has a length its place in the
+/// message allows on the QP's path (IBTA 9.7.5.1.x, the responder's length
+/// checks, as rxe makes them): FIRST and MIDDLE exactly one MTU, LAST one
+/// byte to one MTU, ONLY at most one MTU. Anything else is an invalid
+/// request, whatever the message's length says.
+fn payload_fits(p: &Packet<'_>, mtu: u32) -> bool {
+    let n = p.payload.len();
+    let mtu = mtu as usize;
+    match p.info.position {
+        Position::First | Position::Middle => n == mtu,
+        Position::Last => (1..=mtu).contains(&n),
+        Position::Only => n <= mtu,
+    }
 }
 
 impl Qp {
@@ -211,16 +226,18 @@ impl Qp {
         let psn = p.bth.psn;
         match p.info.operation {
             Operation::RdmaReadRequest => {
-                // Reads are idempotent: answer again from memory.
-                let _ = self.answer_read(drv, q, p, psn);
+                // Reads are idempotent: answer again from memory, if the
+                // read is one the responder still holds a resource for and
+                // asks for no more than what is left of it (a requester
+                // resends from the first response it lacks, IBTA 9.7.5.1.x).
+                // Anything else is a stale or forged duplicate: ignored.
+                let n = p.reth.map_or(1, |r| r.dma_len.div_ceil(q.mtu()).max(1));
+                if q.resp.resources.read_covering(psn, n) {
+                    let _ = self.answer_read(drv, q, p, psn);
+                }
             }
             Operation::CompareSwap | Operation::FetchAdd => {
-                if let Some(&(_, orig, _)) = q
-                    .resp
-                    .atomics
-                    .iter()
-                    .find(|(s, _, valid)| *valid && *s == psn.value())
-                {
+                if let Some(orig) = q.resp.resources.atomic_at(psn) {
                     self.atomic_ack(drv, q, psn, orig);
                 }
             }
@@ -240,6 +257,11 @@ impl Qp {
     fn place_send(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
         let starts = matches!(p.info.position, Position::First | Position::Only);
         let ends = matches!(p.info.position, Position::Last | Position::Only);
+        // Before a receive WQE is taken: refused, the WQE stays for the
+        // flush to complete, rather than vanish with the message.
+        if !payload_fits(p, q.mtu()) {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
         if starts {
             if let Some(r) = q.resp.recv.as_mut() {
                 if self.ty != QpType::Uc {
@@ -254,10 +276,6 @@ impl Qp {
                     Some(Ok(wr)) => q.resp.recv = Some(RecvInProgress { wr, off: 0 }),
                 }
             }
-        }
-        let mtu = q.mtu() as usize;
-        if !ends && p.payload.len() != mtu {
-            return Verdict::Fatal(NakCode::InvalidRequest);
         }
         let Some(r) = q.resp.recv.as_mut() else {
             return Verdict::Fatal(NakCode::InvalidRequest);
@@ -357,8 +375,7 @@ impl Qp {
                 len: dma_len.into(),
             });
         }
-        let mtu = q.mtu() as usize;
-        if !ends && p.payload.len() != mtu {
+        if !payload_fits(p, q.mtu()) {
             return Verdict::Fatal(NakCode::InvalidRequest);
         }
         let Some(w) = q.resp.write.as_mut() else {
@@ -420,6 +437,14 @@ impl Qp {
         let Some(Reth { va, rkey, dma_len }) = p.reth else {
             return Verdict::Fatal(NakCode::InvalidRequest);
         };
+        // A READ longer than the device's largest message (the
+        // `max_msg_sz` it reports) is an invalid request, whatever the key
+        // would allow (IBTA 9.7.5.1.x, length errors): without this a
+        // single request for 2^32 - 1 bytes of a large MR asked for four
+        // million response packets.
+        if dma_len > MAX_MSG_SZ {
+            return Verdict::Fatal(NakCode::InvalidRequest);
+        }
         if q.attr.access & QP_REMOTE_READ == 0 {
             return Verdict::Fatal(NakCode::RemoteAccessError);
         }
@@ -443,6 +468,10 @@ impl Qp {
         if is_new {
             q.resp.msn = q.resp.msn.wrapping_add(1);
             q.resp.epsn = psn.add(n);
+            let limit = q.attr.max_dest_rd_atomic;
+            q.resp
+                .resources
+                .record(Resource::Read { psn, npsn: n }, limit);
         }
         let remote = self.remote(drv);
         for k in 0..n {
@@ -525,9 +554,10 @@ impl Qp {
             Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
         };
         let psn = p.bth.psn;
-        let slot = q.resp.next_atomic % q.resp.atomics.len();
-        q.resp.atomics[slot] = (psn.value(), orig, true);
-        q.resp.next_atomic = q.resp.next_atomic.wrapping_add(1);
+        let limit = q.attr.max_dest_rd_atomic;
+        q.resp
+            .resources
+            .record(Resource::Atomic { psn, orig }, limit);
         q.resp.msn = q.resp.msn.wrapping_add(1);
         q.resp.epsn = psn.next();
         self.atomic_ack(drv, q, psn, orig);

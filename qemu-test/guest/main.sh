@@ -41,6 +41,7 @@ test)
     rdma link add oxe0 type oxe netdev veth0
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
+    run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 yardstick)
@@ -91,6 +92,12 @@ dp)
     (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
     tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
     cat /sys/kernel/debug/oxe/oxe0/gids >"$OXE_RESULTS/logs/gids.txt" 2>&1
+    ;;
+hostile)
+    # The hostile-peer and hostile-process suites alone (qemu-test/vm.sh hostile).
+    net_setup
+    rdma link add oxe0 type oxe netdev veth0
+    run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     ;;
 script)
     # A developer's own guest script, sourced after net_setup with the suite

@@ -49,9 +49,19 @@ pub fn destination(ip: &[u8]) -> Option<Gid> {
     }
 }
 
+/// The source GID of a packet, from its IP header, as [`destination`]
+/// reads the destination: what a connected QP compares with its path.
+pub fn source(ip: &[u8]) -> Option<Gid> {
+    match ip.first()? >> 4 {
+        4 => Some(from_ipv4(*ip.get(12..16)?.first_chunk::<4>()?)),
+        6 => ip.get(8..24)?.try_into().ok(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{destination, from_ipv4, is_multicast, to_ipv4, Gid};
+    use super::{destination, from_ipv4, is_multicast, source, to_ipv4, Gid};
 
     fn v6(s: [u16; 8]) -> Gid {
         let mut g = [0u8; 16];
@@ -105,5 +115,24 @@ mod tests {
         h6[0] = 0x50;
         assert_eq!(destination(&h6), None);
         assert_eq!(destination(&[]), None);
+    }
+
+    #[test]
+    fn source_of_ip_headers() {
+        let mut h4 = [0u8; 20];
+        h4[0] = 0x45;
+        h4[12..16].copy_from_slice(&[10, 11, 0, 2]);
+        h4[16..20].copy_from_slice(&[10, 11, 0, 1]);
+        assert_eq!(source(&h4), Some(from_ipv4([10, 11, 0, 2])));
+        assert_eq!(source(&h4[..15]), None);
+
+        let mut h6 = [0u8; 40];
+        h6[0] = 0x60;
+        let s = v6([0xfd11, 0, 0, 0, 0, 0, 0, 2]);
+        h6[8..24].copy_from_slice(&s);
+        assert_eq!(source(&h6), Some(s));
+        assert_eq!(source(&h6[..23]), None);
+        h6[0] = 0x50;
+        assert_eq!(source(&h6), None);
     }
 }

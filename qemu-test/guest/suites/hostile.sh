@@ -1,0 +1,22 @@
+# Suite: a hostile peer (qemu-test/guest/test_hostile_peer.py). Crafted RoCE
+# v2 frames from netns "peer" against QPs of DEV on veth0, held to its
+# ratchet; every test must pass, none may skip. The veth pair runs with a
+# 9000-byte MTU meanwhile, so that a frame can carry more payload than the
+# largest path MTU allows (a raw socket refuses to send past the link MTU).
+suite_hostile_peer() { # device
+    local dev=$1 t0=$SECONDS log=$OXE_RESULTS/logs/hostile-peer-$1.log gid rc
+    ip link set veth0 mtu 9000 && ip -n peer link set veth1 mtu 9000 || return 1
+    gid=$(gid_index "$dev" 10.11.0.1) || return 1
+    (cd "$GUEST" && OXE_DEV=$dev OXE_GID=$gid PYTHONPATH=$OXE_RDMA_CORE/build/python:$GUEST \
+        timeout 900 /usr/bin/python3 -m unittest -v test_hostile_peer) >"$log" 2>&1
+    rc=$?
+    ip link set veth0 mtu 1500
+    ip -n peer link set veth1 mtu 1500
+    cat "$log"
+    local counts verdicts=${log%.log}.verdicts.json
+    counts=$("$OXE_TOP/qemu-test/results.py" unittest "$log" hostile-peer "$dev" $((SECONDS - t0))) || return 1
+    echo "$counts" >"$SUITE_DIR/hostile-peer-$dev.json"
+    "$OXE_TOP/qemu-test/results.py" ratchet "$OXE_TOP/qemu-test/expected/hostile-peer.txt" "$verdicts" || rc=1
+    grep -q '"skipped": 0' <<<"$counts" || { echo "hostile-peer: no test may skip"; rc=1; }
+    return $rc
+}

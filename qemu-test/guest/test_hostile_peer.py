@@ -1,0 +1,339 @@
+#!/usr/bin/python3
+"""A hostile peer against oxe: crafted RoCE v2 frames (roce_frames.py),
+sent from netns "peer" to QPs of an oxe device on veth0 (10.11.0.1).
+
+Each QP here is connected to a peer that does not exist as a device: the
+test plays it, at 10.11.0.2 (the QP's path), hears what oxe sends there,
+and forges what a stranger (10.11.0.77) or a confused peer would send.
+Every test that expects oxe to ignore something then shows that the QP
+still works with a genuine packet, so a QP that ignores everything (or a
+frame oxe cannot parse) fails the test instead of passing it.
+
+Environment: OXE_DEV (oxe0), OXE_GID (its RoCE v2 GID index for
+10.11.0.1). Run by suite_hostile_peer (suites/hostile.sh).
+"""
+import json
+import os
+import struct
+import subprocess
+import time
+import unittest
+
+from pyverbs.addr import AHAttr, GID, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.libibverbs_enums import ibv_access_flags as acc
+from pyverbs.libibverbs_enums import ibv_mtu, ibv_qp_state, ibv_qp_type, ibv_wc_status, ibv_wr_opcode
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+import roce_frames as rf
+
+DEV = os.environ.get('OXE_DEV', 'oxe0')
+GID_INDEX = int(os.environ.get('OXE_GID', '1'))
+OXE_IP = '10.11.0.1'
+PEER_IP = '10.11.0.2'
+STRANGER_IP = '10.11.0.77'
+PEER_QPN = 0x123
+SQ_PSN = 1000
+RQ_PSN = 5000
+QUIET = 0.5  # seconds to wait for something that must not happen
+
+
+def v4_gid(ip):
+    a, b, c, d = (int(x) for x in ip.split('.'))
+    return GID(f'0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}')
+
+
+def counter(name, missing=None):
+    """A hardware counter of DEV; `missing` if it has none (a `before`
+    reading, so that a test run on a build without the counter fails on
+    the behaviour it checks, not on the count)."""
+    for d in (f'/sys/class/infiniband/{DEV}/ports/1/hw_counters',
+              f'/sys/class/infiniband/{DEV}/hw_counters'):
+        try:
+            with open(f'{d}/{name}') as f:
+                return int(f.read())
+        except FileNotFoundError:
+            continue
+    if missing is not None:
+        return missing
+    raise AssertionError(f'{DEV} has no counter {name}')
+
+
+def qp1_state():
+    out = subprocess.run(['rdma', '-j', 'resource', 'show', 'qp', 'link', f'{DEV}/1', 'lqpn', '1'],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)[0]['state']
+
+
+class HostilePeer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.peer = rf.Peer('peer', PEER_IP)
+        cls.ctx = Context(name=DEV)
+        cls.pd = PD(cls.ctx)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.peer.close()
+
+    def setUp(self):
+        self.peer.drain()
+        self.qps = []
+        self.cq = CQ(self.ctx, 32)
+        self.buf = MR(self.pd, 4096, acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_READ |
+                      acc.IBV_ACCESS_REMOTE_WRITE | acc.IBV_ACCESS_REMOTE_ATOMIC)
+
+    def tearDown(self):
+        # Closed here, not left to the collector: a QP left in RTS resends
+        # its request, and the next test would hear it.
+        for qp in self.qps:
+            qp.close()
+        self.cq.close()
+        self.buf.close()
+
+    def connected_qp(self, qp_type=ibv_qp_type.IBV_QPT_RC, mtu=ibv_mtu.IBV_MTU_1024,
+                     max_dest_rd_atomic=4):
+        cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
+        qp = QP(self.pd, QPInitAttr(qp_type=qp_type, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1))
+        a = QPAttr(port_num=1, path_mtu=mtu)
+        a.qp_access_flags = (acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE |
+                             acc.IBV_ACCESS_REMOTE_READ | acc.IBV_ACCESS_REMOTE_ATOMIC)
+        a.dest_qp_num = PEER_QPN
+        a.rq_psn = RQ_PSN
+        a.sq_psn = SQ_PSN
+        a.max_dest_rd_atomic = max_dest_rd_atomic
+        a.max_rd_atomic = 4
+        a.min_rnr_timer = 1
+        a.timeout = 20  # 4 s: no retransmission while a test runs
+        a.retry_cnt = 7
+        a.rnr_retry = 7
+        a.ah_attr = AHAttr(port_num=1, is_global=1,
+                           gr=GlobalRoute(dgid=v4_gid(PEER_IP), sgid_index=GID_INDEX))
+        qp.to_rts(a)
+        self.qps.append(qp)
+        return qp
+
+    def state(self, qp):
+        attr, _ = qp.query(0x1)  # IBV_QP_STATE
+        return attr.qp_state
+
+    def poll(self, timeout=10.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            n, wcs = self.cq.poll()
+            if n:
+                return wcs[0]
+            time.sleep(0.01)
+        return None
+
+    def assert_no_completion(self):
+        time.sleep(QUIET)
+        n, wcs = self.cq.poll()
+        self.assertEqual(n, 0, f'unexpected completion, status {wcs[0].status if n else None}')
+
+    def post_send(self, qp, opcode=ibv_wr_opcode.IBV_WR_SEND, length=16, **kw):
+        wr = SendWR(wr_id=7, opcode=opcode, num_sge=1, sg=[SGE(self.buf.buf, length, self.buf.lkey)])
+        if opcode == ibv_wr_opcode.IBV_WR_RDMA_READ:
+            wr.set_wr_rdma(0x5555, 0x10000)
+        if opcode == ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD:
+            wr.set_wr_atomic(0x5555, 0x10000, 1)
+        qp.post_send(wr)
+
+    def post_recv(self, qp, length=1024):
+        qp.post_recv(RecvWR(wr_id=9, num_sge=1, sg=[SGE(self.buf.buf, length, self.buf.lkey)]))
+
+    def sent_request(self, qp, opcode):
+        """The request packet oxe sent to the peer for the WR just posted."""
+        r = self.peer.expect(opcode)
+        self.assertIsNotNone(r, f'no request of opcode {opcode:#x} reached the peer')
+        self.assertEqual((r.dest_qpn, r.psn), (PEER_QPN, SQ_PSN))
+        return r
+
+    def ack(self, qp, psn, syndrome=rf.ACK, src=None):
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_ACKNOWLEDGE, qp.qp_num, psn, rf.aeth(syndrome)), src=src)
+
+    # Item 1: acknowledgements from off the path, or for nothing outstanding.
+
+    def test_genuine_ack_completes_send(self):
+        """The control: the frames built here are right, and oxe takes them."""
+        qp = self.connected_qp()
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        self.ack(qp, SQ_PSN)
+        wc = self.poll()
+        self.assertIsNotNone(wc)
+        self.assertEqual(wc.status, ibv_wc_status.IBV_WC_SUCCESS)
+
+    def test_genuine_nak_fails_request(self):
+        qp = self.connected_qp()
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        self.ack(qp, SQ_PSN, rf.NAK_REMOTE_ACCESS)
+        wc = self.poll()
+        self.assertEqual(wc.status, ibv_wc_status.IBV_WC_REM_ACCESS_ERR)
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_ERR)
+
+    def test_nak_from_stranger_is_dropped(self):
+        qp = self.connected_qp()
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        before = counter('rx_wrong_path', 0)
+        self.ack(qp, SQ_PSN, rf.NAK_REMOTE_ACCESS, src=STRANGER_IP)
+        self.assert_no_completion()
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
+        self.assertGreater(counter('rx_wrong_path'), before)
+        self.ack(qp, SQ_PSN)
+        self.assertEqual(self.poll().status, ibv_wc_status.IBV_WC_SUCCESS)
+
+    def test_nak_for_psn_not_outstanding_is_ignored(self):
+        qp = self.connected_qp()
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        before = counter('ghost_ack', 0)
+        for psn in (SQ_PSN + 1000, SQ_PSN - 1):
+            self.ack(qp, psn, rf.NAK_REMOTE_ACCESS)
+        self.assert_no_completion()
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
+        self.assertGreaterEqual(counter('ghost_ack'), before + 2)
+        self.ack(qp, SQ_PSN)
+        self.assertEqual(self.poll().status, ibv_wc_status.IBV_WC_SUCCESS)
+
+    def test_ack_ahead_of_requests_completes_nothing(self):
+        qp = self.connected_qp()
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        before = counter('ghost_ack', 0)
+        self.ack(qp, SQ_PSN + 50)
+        self.assert_no_completion()
+        self.assertGreater(counter('ghost_ack'), before)
+        self.ack(qp, SQ_PSN)
+        self.assertEqual(self.poll().status, ibv_wc_status.IBV_WC_SUCCESS)
+
+    def test_uc_send_from_stranger_is_dropped(self):
+        qp = self.connected_qp(ibv_qp_type.IBV_QPT_UC)
+        self.post_recv(qp)
+        pkt = rf.roce(rf.UC_SEND_ONLY, qp.qp_num, RQ_PSN, payload=b'x' * 40)
+        self.peer.inject(OXE_IP, pkt, src=STRANGER_IP)
+        self.assert_no_completion()
+        self.peer.inject(OXE_IP, pkt)
+        wc = self.poll()
+        self.assertEqual((wc.status, wc.byte_len), (ibv_wc_status.IBV_WC_SUCCESS, 40))
+
+    # Item 5: a response of the wrong class for its request.
+
+    def test_atomic_ack_cannot_answer_read(self):
+        qp = self.connected_qp()
+        self.buf.write(b'\xab' * 32, 32)
+        self.post_send(qp, ibv_wr_opcode.IBV_WR_RDMA_READ, 32)
+        self.sent_request(qp, rf.RC_RDMA_READ_REQUEST)
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_ATOMIC_ACKNOWLEDGE, qp.qp_num, SQ_PSN,
+                                         rf.aeth(rf.ACK) + rf.atomic_ack_eth(0x1122334455667788)))
+        wc = self.poll()
+        self.assertEqual(wc.status, ibv_wc_status.IBV_WC_BAD_RESP_ERR)
+        self.assertEqual(self.buf.read(32, 0), b'\xab' * 32)
+
+    def test_read_response_cannot_answer_atomic(self):
+        qp = self.connected_qp()
+        self.post_send(qp, ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD, 8)
+        self.sent_request(qp, rf.RC_FETCH_ADD)
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_READ_RESPONSE_ONLY, qp.qp_num, SQ_PSN,
+                                         rf.aeth(rf.ACK), payload=b'\0' * 8))
+        wc = self.poll()
+        self.assertIsNotNone(wc, 'a read response to an atomic went unanswered')
+        self.assertEqual(wc.status, ibv_wc_status.IBV_WC_BAD_RESP_ERR)
+
+    # Items 2 and 4: datagrams and payloads longer than they may be.
+
+    def test_payload_longer_than_path_mtu_is_invalid(self):
+        qp = self.connected_qp(mtu=ibv_mtu.IBV_MTU_256)
+        self.post_recv(qp)
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN, payload=b'y' * 300))
+        nak = self.peer.expect(rf.RC_ACKNOWLEDGE)
+        self.assertIsNotNone(nak)
+        self.assertEqual((nak.psn, nak.syndrome), (RQ_PSN, rf.NAK_INVALID_REQUEST))
+        wc = self.poll()
+        self.assertEqual(wc.status, ibv_wc_status.IBV_WC_WR_FLUSH_ERR)
+
+    def test_payload_past_largest_mtu_is_dropped_unread(self):
+        """A 64 KiB UDP datagram used to be queued whole for a later ICRC
+        check: anything past 4096 bytes of payload is dropped on arrival."""
+        qp = self.connected_qp(mtu=ibv_mtu.IBV_MTU_4096)
+        self.post_recv(qp, 4096)
+        before = counter('rx_dropped')
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN, payload=b'z' * 6000))
+        self.assert_no_completion()
+        self.assertIsNone(self.peer.receive(0), 'oxe answered a packet it should have dropped')
+        self.assertGreater(counter('rx_dropped'), before)
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN, payload=b'z' * 4000))
+        wc = self.poll()
+        self.assertEqual((wc.status, wc.byte_len), (ibv_wc_status.IBV_WC_SUCCESS, 4000))
+
+    def test_oversized_mad_keeps_qp1(self):
+        self.assertEqual(qp1_state(), 'RTS')
+        before = counter('rx_dropped')
+        self.peer.inject(OXE_IP, rf.roce(rf.UD_SEND_ONLY, 1, 0, rf.deth(rf.GSI_QKEY, 1), b'm' * 300))
+        time.sleep(QUIET)
+        self.assertGreater(counter('rx_dropped'), before)
+        self.assertEqual(qp1_state(), 'RTS')
+
+    def test_oversized_datagram_keeps_ud_qp(self):
+        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        qp = QP(self.pd, QPInitAttr(qp_type=ibv_qp_type.IBV_QPT_UD, scq=self.cq, rcq=self.cq, cap=cap))
+        self.qps.append(qp)
+        a = QPAttr(port_num=1)
+        a.qkey = 0x1234
+        qp.to_rts(a)
+        self.post_recv(qp, 40 + 64)
+        dgram = lambda n: rf.roce(rf.UD_SEND_ONLY, qp.qp_num, 0, rf.deth(0x1234, 77), b'd' * n)
+        self.peer.inject(OXE_IP, dgram(200))
+        self.assert_no_completion()
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
+        self.peer.inject(OXE_IP, dgram(32))
+        wc = self.poll()
+        self.assertEqual((wc.status, wc.byte_len, wc.src_qp), (ibv_wc_status.IBV_WC_SUCCESS, 40 + 32, 77))
+
+    # Item 3: READ work bounded by max_msg_sz and the responder resources.
+
+    def read_request(self, qp, psn, length, va=None):
+        va = self.buf.buf if va is None else va
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, psn,
+                                         rf.reth(va, self.buf.rkey, length)))
+
+    def test_read_longer_than_max_msg_sz_is_invalid(self):
+        qp = self.connected_qp()
+        self.read_request(qp, RQ_PSN, (1 << 31) + 1)
+        nak = self.peer.expect(rf.RC_ACKNOWLEDGE)
+        self.assertIsNotNone(nak)
+        self.assertEqual((nak.psn, nak.syndrome), (RQ_PSN, rf.NAK_INVALID_REQUEST))
+
+    def test_duplicate_read_needs_a_responder_resource(self):
+        qp = self.connected_qp(max_dest_rd_atomic=1)
+        for psn in (RQ_PSN, RQ_PSN + 1):
+            self.read_request(qp, psn, 64)
+            r = self.peer.expect(rf.RC_READ_RESPONSE_ONLY)
+            self.assertEqual(r.psn if r else None, psn)
+        # One resource: the second read took the first one's.
+        self.read_request(qp, RQ_PSN, 64)
+        self.assertIsNone(self.peer.expect(rf.RC_READ_RESPONSE_ONLY, QUIET))
+        self.read_request(qp, RQ_PSN + 1, 64)
+        r = self.peer.expect(rf.RC_READ_RESPONSE_ONLY)
+        self.assertEqual(r.psn if r else None, RQ_PSN + 1)
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
+
+    def test_bad_icrc_is_dropped(self):
+        qp = self.connected_qp()
+        self.post_recv(qp)
+        pkt = rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN, payload=b'c' * 24)
+        self.peer.inject(OXE_IP, pkt, bad_icrc=True)
+        self.assert_no_completion()
+        self.peer.inject(OXE_IP, pkt)
+        wc = self.poll()
+        self.assertEqual((wc.status, wc.byte_len), (ibv_wc_status.IBV_WC_SUCCESS, 24))
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)
