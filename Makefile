@@ -90,7 +90,9 @@ fuzz: deps
 guest-tools: rdma-core
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/rc_xfer \
 		qemu-test/clients/rc_xfer.c -I$$rc/build/include -L$$rc/build/lib -lrdmacm -libverbs \
-		-Wl,-rpath,$$rc/build/lib
+		-Wl,-rpath,$$rc/build/lib && \
+	gcc -O2 -Wall -Wextra -o build/uverbs_abuse qemu-test/clients/uverbs_abuse.c \
+		-I$$rc/build/include -L$$rc/build/lib -libverbs -lpthread -Wl,-rpath,$$rc/build/lib
 
 run: module-plain provider
 	@qemu-test/vm.sh run plain

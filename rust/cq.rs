@@ -7,7 +7,7 @@ use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
 use crate::oxe_core::abi::{OxeCqe, OxeQueueMap};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};
 
@@ -29,6 +29,8 @@ pub(crate) struct Cq {
     #[pin]
     q: DualLock<u32, (), Ring>,
     armed: AtomicU32,
+    /// An overrun was reported and no completion fitted since.
+    overrun: AtomicBool,
     /// The ib_cq, for completion and error events; gone once destroyed.
     #[pin]
     handle: SpinLockIrq<Option<CqHandle>>,
@@ -41,6 +43,7 @@ impl Cq {
             pin_init!(Cq {
                 q <- DualLock::new(new_spinlock_bh!(0), kernel::new_spinlock_irq!(()), ring),
                 armed: AtomicU32::new(DISARMED),
+                overrun: AtomicBool::new(false),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),
             }),
             GFP_KERNEL,
@@ -82,11 +85,18 @@ impl Cq {
         let used = prod.wrapping_sub(ring.consumer());
         if used >= ring.num_slots() {
             drop(q);
-            if let Some(h) = self.handle.lock().as_ref() {
-                h.error_event();
+            // One event per overrun, not per lost completion: ib_core queues
+            // each event for user space with GFP_ATOMIC, and a producer a
+            // process drives (a flush of receives it keeps posting) would
+            // otherwise queue them without bound.
+            if !self.overrun.swap(true, Ordering::AcqRel) {
+                if let Some(h) = self.handle.lock().as_ref() {
+                    h.error_event();
+                }
             }
             return false;
         }
+        self.overrun.store(false, Ordering::Release);
         ring.write_slot(*prod, &cqe.to_bytes());
         *prod = prod.wrapping_add(1);
         ring.set_producer(*prod);

@@ -59,6 +59,11 @@ struct MrState {
     start: u64,
     pd: PdId,
     pages: Pinned,
+    /// Deregistered: its keys no longer resolve, and a reference taken
+    /// before (a multi-packet transfer's target) grants nothing either.
+    /// Set under the same lock under which a bind checks it, so a window
+    /// cannot bind to an MR that dereg has let go.
+    revoked: bool,
 }
 
 /// Pinned pages and their share of the device's `pages_pinned` gauge.
@@ -106,8 +111,9 @@ pub(crate) struct MrKeys {
 }
 
 impl MrKeys {
-    /// The driver-private part of the uverbs response.
-    pub(crate) fn resp(&self) -> [u8; OxeRegMrResp::SIZE] {
+    /// The driver-private part of the reg and rereg replies: the same for
+    /// every MR, so a verb can write it before it changes anything.
+    pub(crate) fn resp() -> [u8; OxeRegMrResp::SIZE] {
         OxeRegMrResp {
             page_shift: PAGE_SHIFT as u32,
             reserved: 0,
@@ -254,6 +260,9 @@ impl MrState {
     /// The checks every use of the region starts with: a QP of PD `pd`, and
     /// (unless a window's rights stand in for the MR's) the right for `op`.
     fn admit(&self, pd: PdId, op: Option<AccessOp>) -> core::result::Result<(), Denied> {
+        if self.revoked {
+            return Err(Denied::Rights);
+        }
         if self.pd != pd {
             return Err(Denied::Pd);
         }
@@ -390,7 +399,14 @@ pub(crate) fn reg_user(
         pin_init!(Mr {
             key: AtomicU32::new(0),
             mw_binds: AtomicU32::new(0),
-            state <- new_spinlock_bh!(MrState { access, range, start, pd, pages }),
+            state <- new_spinlock_bh!(MrState {
+                access,
+                range,
+                start,
+                pd,
+                pages,
+                revoked: false,
+            }),
             rereg <- kernel::new_mutex!(()),
         }),
         GFP_KERNEL,
@@ -470,9 +486,26 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
 /// ibv_dereg_mr: refused while windows are bound (IBTA 10.6.7.2.1); otherwise the
 /// key stops resolving at once and the pages are unpinned when the last
 /// user lets go (immediately, when no data path holds the MR).
+/// Undoes [`reg_user`] when the verb fails after it: the keys stop
+/// resolving at once, and the pages are unpinned when the last reference
+/// (a packet being placed may hold one) goes.
+pub(crate) fn withdraw(drv: &OxeDevice, mr: &Arc<Mr>) {
+    mr.state.lock().revoked = true;
+    drv.keys.remove(Key::from_raw(mr.lkey()).index());
+    dec(&drv.counters.mr_reg);
+    dec(&drv.counters.mr_active);
+}
+
 pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
-    if mr.mw_binds.load(Ordering::Acquire) != 0 {
-        return Err(EBUSY);
+    {
+        // Under the state lock that bind_window holds from its checks to
+        // its count: a bind either counted before this looks (EBUSY) or
+        // finds the MR revoked.
+        let mut st = mr.state.lock();
+        if mr.mw_binds.load(Ordering::Acquire) != 0 {
+            return Err(EBUSY);
+        }
+        st.revoked = true;
     }
     drv.keys.remove(Key::from_raw(mr.lkey()).index());
     inc(&drv.counters.mr_dereg);

@@ -135,6 +135,8 @@ pub(crate) struct RecvInProgress {
 /// An RDMA WRITE being placed.
 pub(crate) struct WriteInProgress {
     pub(crate) mr: Option<crate::xfer::Target>,
+    /// The RETH's rkey, resolved again for every packet.
+    pub(crate) rkey: u32,
     pub(crate) va: u64,
     pub(crate) off: u64,
     pub(crate) len: u64,
@@ -614,7 +616,16 @@ impl Qp {
         }
         q.resp.write = None;
         if self.srq.is_none() {
-            while let Some(w) = self.take_recv(q) {
+            // A ring's worth per run: user space owns the producer index
+            // and may keep posting while this runs, with softirqs off. A
+            // loop until the ring is empty then never ended (a soft lockup,
+            // and with a full CQ an event per WQE). What is left waits for
+            // the next run of the work item, which this one queues.
+            let budget = self.rq.as_ref().map_or(0, |rq| rq.num_slots());
+            let mut flushed = 0;
+            while flushed < budget {
+                let Some(w) = self.take_recv(q) else { break };
+                flushed += 1;
                 if let Ok(w) = w {
                     let c = wr::cqe(
                         self.qpn(),
@@ -625,6 +636,9 @@ impl Qp {
                     );
                     self.complete_recv(&c, false);
                 }
+            }
+            if flushed == budget {
+                self.kick();
             }
         }
     }
@@ -803,19 +817,23 @@ impl Qp {
     /// bytes) into the SQ. Any context.
     pub(crate) fn post_send_kernel(&self, wqe: &OxeSendWqe, body: &[u8], av: Option<Av>) -> Result {
         let mut kp = self.kpost.lock();
-        if let Some(av) = av {
-            let slot = (kp.sq & (self.sq.num_slots() - 1)) as usize;
-            let mut kav = self.kav.lock();
-            if let Some(a) = kav.get_mut(slot) {
-                *a = av;
-            }
-        }
+        // Every check before anything is written: the address vector slot
+        // belongs to the send slot at the producer index, which, with the
+        // queue full, is a request still waiting to go; a refused post
+        // must not redirect it.
         if kp.sq.wrapping_sub(self.sq.consumer()) >= self.sq.num_slots() {
             return Err(ENOMEM);
         }
         let size = self.sq.slot_size() as usize;
         if OxeSendWqe::SIZE + body.len() > size.min(wr::MAX_SLOT) {
             return Err(EINVAL);
+        }
+        if let Some(av) = av {
+            let slot = (kp.sq & (self.sq.num_slots() - 1)) as usize;
+            let mut kav = self.kav.lock();
+            if let Some(a) = kav.get_mut(slot) {
+                *a = av;
+            }
         }
         let mut buf = [0u8; wr::MAX_SLOT];
         wqe.write_to(&mut buf);

@@ -370,6 +370,7 @@ impl Qp {
             }
             q.resp.write = Some(WriteInProgress {
                 mr,
+                rkey,
                 va,
                 off: 0,
                 len: dma_len.into(),
@@ -389,7 +390,20 @@ impl Qp {
             let Some(mr) = w.mr.as_ref() else {
                 return Verdict::Fatal(NakCode::InvalidRequest);
             };
-            if self.remote(drv).write(mr, w.va + w.off, p.payload).is_err() {
+            let remote = self.remote(drv);
+            // Every packet through the key as it stands now, not only the
+            // first: an MR deregistered or a window invalidated while the
+            // message is under way grants nothing to its later packets
+            // (IBTA 10.6.7: once invalidated, a key no longer gives
+            // access). The key must still name what it named at the start.
+            if !starts
+                && !remote
+                    .resolve(w.rkey, w.va + w.off, n, AccessOp::RemoteWrite)
+                    .is_ok_and(|t| t.same(mr))
+            {
+                return Verdict::Fatal(NakCode::RemoteAccessError);
+            }
+            if remote.write(mr, w.va + w.off, p.payload).is_err() {
                 return Verdict::Fatal(NakCode::RemoteAccessError);
             }
         }

@@ -167,6 +167,12 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// Whether `other` reaches the same memory the same way: the same MR,
+    /// directly or through a window with the same translation.
+    pub(crate) fn same(&self, other: &Target) -> bool {
+        Arc::ptr_eq(&self.mr, &other.mr) && self.window == other.window
+    }
+
     /// The MR address for a peer's address `va`.
     fn mr_iova(&self, va: u64) -> u64 {
         self.window.map_or(va, |shift| va.wrapping_add(shift))

@@ -75,7 +75,9 @@ for line in \
     "BUG: KASAN: slab-out-of-bounds in oxe_copy+0x1c/0x40 [oxe]" \
     "BUG: sleeping function called from invalid context at mm/slub.c:4154" \
     "INFO: lockdep is turned off." \
-    "INFO: task kworker/0:1:12 blocked for more than 60 seconds."; do
+    "INFO: task kworker/0:1:12 blocked for more than 60 seconds." \
+    "watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [kworker/u8:2:57]" \
+    "rcu: INFO: rcu_preempt self-detected stall on CPU"; do
     check "splat: $line" 'grep -Eq "$SPLAT_RE" <<<"$line"'
 done
 for line in \

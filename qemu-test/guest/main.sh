@@ -42,6 +42,7 @@ test)
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
+    run_suite hostile_process_oxe0 suite_hostile_process oxe0
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 yardstick)
@@ -98,6 +99,7 @@ hostile)
     net_setup
     rdma link add oxe0 type oxe netdev veth0
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
+    run_suite hostile_process_oxe0 suite_hostile_process oxe0
     ;;
 script)
     # A developer's own guest script, sourced after net_setup with the suite

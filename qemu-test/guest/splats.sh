@@ -7,4 +7,4 @@
 # phrases catch what lockdep says when it gives up. A bare "lockdep" would also
 # match "RCU lockdep checking is enabled.", which every lockdep kernel prints at
 # boot. Hung tasks say "blocked for more than".
-SPLAT_RE='WARNING:|BUG:|Oops|KASAN:|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|lockdep is turned off|turning off the locking correctness validator|DEBUG_LOCKS_WARN_ON|blocked for more than|soft lockup|hard LOCKUP|general protection fault|kernel BUG|Call Trace:|refcount_t:'
+SPLAT_RE='WARNING:|BUG:|Oops|KASAN:|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|lockdep is turned off|turning off the locking correctness validator|DEBUG_LOCKS_WARN_ON|blocked for more than|soft lockup|detected stall|hard LOCKUP|general protection fault|kernel BUG|Call Trace:|refcount_t:'

@@ -324,6 +324,23 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(r.psn if r else None, RQ_PSN + 1)
         self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
 
+    # Item 6: the later packets of a WRITE after its key was revoked.
+
+    def test_write_after_dereg_lands_nowhere(self):
+        qp = self.connected_qp(mtu=ibv_mtu.IBV_MTU_256)
+        target = MR(self.pd, 4096, acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE)
+        first = rf.roce(rf.RC_RDMA_WRITE_FIRST, qp.qp_num, RQ_PSN,
+                        rf.reth(target.buf, target.rkey, 512), b'a' * 256, ack_req=True)
+        self.peer.inject(OXE_IP, first)
+        ack = self.peer.expect(rf.RC_ACKNOWLEDGE)
+        self.assertEqual((ack.psn, ack.syndrome) if ack else None, (RQ_PSN, rf.ACK))
+        target.close()
+        last = rf.roce(rf.RC_RDMA_WRITE_LAST, qp.qp_num, RQ_PSN + 1, payload=b'b' * 256, ack_req=True)
+        self.peer.inject(OXE_IP, last)
+        nak = self.peer.expect(rf.RC_ACKNOWLEDGE)
+        self.assertIsNotNone(nak)
+        self.assertEqual((nak.psn, nak.syndrome), (RQ_PSN + 1, rf.NAK_REMOTE_ACCESS))
+
     def test_bad_icrc_is_dropped(self):
         qp = self.connected_qp()
         self.post_recv(qp)

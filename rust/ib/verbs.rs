@@ -256,11 +256,19 @@ unsafe extern "C" fn reg_user_mr(
         }
         // SAFETY: a PD of this device, held by ib_core for the call.
         let (dev, drv) = unsafe { dev_of((*pd).device) }?;
+        // The reply first: it does not depend on the MR, and a reply that
+        // cannot be written (an unwritable buffer) must fail the verb
+        // before anything is pinned or published. Written after, it left
+        // a registered MR that ib_core never learnt of: its keys resolved
+        // and its pages stayed pinned until the device went.
+        // SAFETY: the call's udata.
+        unsafe { UData::new(udata) }.respond(&crate::mr::MrKeys::resp())?;
         let (mr, keys) =
             crate::mr::reg_user(drv, dev, PdId::of(pd), start, length, iova, access as u32)?;
-        // SAFETY: the call's udata.
-        unsafe { UData::new(udata) }.respond(&keys.resp())?;
-        super::mr::alloc(mr, &keys, drv.debugfs.as_ref())
+        super::mr::alloc(mr.clone(), &keys, drv.debugfs.as_ref()).inspect_err(|_| {
+            // Every verb undoes what it published when a later step fails.
+            crate::mr::withdraw(drv, &mr);
+        })
     })();
     r.unwrap_or_else(err_ptr)
 }
@@ -292,11 +300,15 @@ unsafe extern "C" fn rereg_user_mr(
             access: access as u32,
             pd: PdId::of(pd),
         };
+        // The reply first, as for reg_user_mr: once rereg_user returns, the
+        // MR has its new PD, pages and rights, and a failed reply copy
+        // would fail the verb with ib_core keeping the old PD, which could
+        // then be freed while the MR still named it.
+        // SAFETY: the call's udata.
+        unsafe { UData::new(udata) }.respond(&crate::mr::MrKeys::resp())?;
         let keys = crate::mr::rereg_user(drv, dev, mr, &req)?;
         // SAFETY: as above.
         unsafe { super::mr::republish(ibmr, &keys) };
-        // SAFETY: the call's udata.
-        unsafe { UData::new(udata) }.respond(&keys.resp())?;
         // Null: the MR was changed in place; ib_core keeps the same object.
         Ok(core::ptr::null_mut())
     })();

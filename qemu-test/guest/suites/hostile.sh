@@ -20,3 +20,21 @@ suite_hostile_peer() { # device
     grep -q '"skipped": 0' <<<"$counts" || { echo "hostile-peer: no test may skip"; rc=1; }
     return $rc
 }
+
+# Suite: a hostile local process (qemu-test/clients/uverbs_abuse.c) against
+# DEV: registrations and a rereg whose replies cannot be written, from
+# processes that fork and exit, must leave nothing pinned or registered;
+# a QP in the error state that one thread keeps posting receives to and
+# another keeps ringing, while the kernel flushes it into a CQ nobody
+# polls, must not stall a CPU (the dmesg check after the suite catches a
+# soft lockup or an RCU stall) and must raise one CQ error, not one per
+# lost completion.
+suite_hostile_process() { # device
+    local dev=$1 tool=$OXE_TOP/build/uverbs_abuse rc=0
+    [ -x "$tool" ] || { echo "$tool missing: build it with 'make guest-tools'"; return 1; }
+    "$tool" "$dev" reg-unwritable 50 || { echo "FAIL: reg-unwritable"; rc=1; }
+    "$tool" "$dev" rereg-unwritable || { echo "FAIL: rereg-unwritable"; rc=1; }
+    # Past the soft-lockup watchdog's 20 s.
+    timeout 120 "$tool" "$dev" flush-race 25 || { echo "FAIL: flush-race"; rc=1; }
+    return $rc
+}
