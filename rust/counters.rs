@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 19] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 22] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -26,6 +26,9 @@ pub(crate) const NAMES: [&core::ffi::CStr; 19] = [
     c"go_back",
     c"rx_wrong_path",
     c"ghost_ack",
+    c"qp_active",
+    c"cq_active",
+    c"srq_active",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -67,6 +70,11 @@ pub(crate) struct Counters {
     /// Acknowledgements, NAKs and responses for a PSN the QP has no
     /// request outstanding at (IBTA 9.7.5.1.x ghost responses): ignored.
     pub(crate) ghost_ack: AtomicU64,
+    /// QPs, CQs and SRQs that exist (kernel consumers' included), against
+    /// the limits `query_device` reports (`crate::limits`).
+    pub(crate) qp_active: AtomicU64,
+    pub(crate) cq_active: AtomicU64,
+    pub(crate) srq_active: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -144,6 +152,9 @@ impl Counters {
             &self.go_back,
             &self.rx_wrong_path,
             &self.ghost_ack,
+            &self.qp_active,
+            &self.cq_active,
+            &self.srq_active,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

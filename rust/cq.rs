@@ -6,6 +6,7 @@
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
+use crate::limits::Quota;
 use crate::oxe_core::abi::{OxeCqe, OxeQueueMap};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
@@ -29,15 +30,22 @@ pub(crate) struct Cq {
     #[pin]
     q: DualLock<u32, (), Ring>,
     armed: AtomicU32,
-    /// An overrun was reported and no completion fitted since.
+    /// An overrun was reported (once for the CQ's life).
     overrun: AtomicBool,
     /// The ib_cq, for completion and error events; gone once destroyed.
     #[pin]
     handle: SpinLockIrq<Option<CqHandle>>,
+    /// Its place under the device's CQ limit, given back when the CQ goes.
+    _quota: Quota,
 }
 
 impl Cq {
-    pub(crate) fn new(uctx: Option<Uctx>, cqe: u32, handle: CqHandle) -> Result<Arc<Cq>> {
+    pub(crate) fn new(
+        uctx: Option<Uctx>,
+        cqe: u32,
+        handle: CqHandle,
+        quota: Quota,
+    ) -> Result<Arc<Cq>> {
         let ring = Self::new_ring(uctx, cqe)?;
         Arc::pin_init(
             pin_init!(Cq {
@@ -45,6 +53,7 @@ impl Cq {
                 armed: AtomicU32::new(DISARMED),
                 overrun: AtomicBool::new(false),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),
+                _quota: quota,
             }),
             GFP_KERNEL,
         )
@@ -85,10 +94,12 @@ impl Cq {
         let used = prod.wrapping_sub(ring.consumer());
         if used >= ring.num_slots() {
             drop(q);
-            // One event per overrun, not per lost completion: ib_core queues
-            // each event for user space with GFP_ATOMIC, and a producer a
-            // process drives (a flush of receives it keeps posting) would
-            // otherwise queue them without bound.
+            // One event per CQ, not per lost completion: ib_core queues each
+            // event for user space with GFP_ATOMIC, and a producer a process
+            // drives (a flush of receives it keeps posting, a consumer that
+            // polls one and posts two) would otherwise queue them without
+            // bound. An overrun is the CQ's error (IBTA 11.4.2.1): the CQ
+            // is then not to be trusted, and one report says so.
             if !self.overrun.swap(true, Ordering::AcqRel) {
                 if let Some(h) = self.handle.lock().as_ref() {
                     h.error_event();
@@ -96,7 +107,6 @@ impl Cq {
             }
             return false;
         }
-        self.overrun.store(false, Ordering::Release);
         ring.write_slot(*prod, &cqe.to_bytes());
         *prod = prod.wrapping_add(1);
         ring.set_producer(*prod);

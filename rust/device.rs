@@ -7,6 +7,7 @@ use crate::ib::debugfs::Entry;
 use crate::ib::netdev::NetDev;
 use crate::ib::udata::UData;
 use crate::keys::KeyTable;
+use crate::limits::{self, Kind};
 use crate::net::PortSockets;
 use crate::oxe_core::abi::{self, OxeAllocUcontextResp};
 use crate::oxe_core::Key;
@@ -38,12 +39,6 @@ const VENDOR_PART_ID: u32 = 0x6f78;
 const FW_VERSION: u64 = 0x0001_0000;
 /// GID table entries per port; RoCE fills them from the netdev's addresses.
 const GID_TABLE_LEN: i32 = 1024;
-/// Largest MRs oxe tracks: every 24-bit key index but 0.
-const MAX_MR: u32 = Key::MAX_INDEX;
-const MAX_PD: u32 = 1 << 20;
-const MAX_QP: u32 = 1 << 16;
-const MAX_CQ: u32 = 1 << 16;
-const MAX_SRQ: u32 = 1 << 14;
 /// RoCE v2 headers around a packet's payload in the worst case (IPv6 40, UDP 8,
 /// BTH 12, RETH 16, ICRC 4), which the netdev MTU must also fit.
 const ROCE_OVERHEAD: u32 = 80;
@@ -123,23 +118,23 @@ impl OxeDevice {
         attr.page_size_cap = !(kernel::page::PAGE_SIZE as u64 - 1);
         attr.vendor_id = VENDOR_ID;
         attr.vendor_part_id = VENDOR_PART_ID;
-        attr.max_mr = MAX_MR;
-        attr.max_mw = MAX_MR;
-        attr.max_pd = MAX_PD;
+        attr.max_mr = Kind::Mr.max();
+        attr.max_mw = Kind::Mw.max();
+        attr.max_pd = Kind::Pd.max();
         attr.max_pkeys = 1;
         attr.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
         attr.masked_atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
-        attr.max_qp = MAX_QP;
+        attr.max_qp = Kind::Qp.max();
         attr.max_qp_wr = crate::qp::MAX_WR;
         attr.max_send_sge = crate::qp::MAX_SGE;
         attr.max_recv_sge = crate::qp::MAX_SGE;
         attr.max_sge_rd = crate::qp::MAX_SGE;
-        attr.max_cq = MAX_CQ;
+        attr.max_cq = Kind::Cq.max();
         attr.max_cqe = crate::cq::MAX_CQE;
         attr.max_qp_rd_atom = crate::qp::MAX_RD_ATOMIC;
         attr.max_qp_init_rd_atom = crate::qp::MAX_RD_ATOMIC;
         attr.max_res_rd_atom = crate::qp::MAX_RD_ATOMIC * 1024;
-        attr.max_srq = MAX_SRQ;
+        attr.max_srq = Kind::Srq.max();
         attr.max_srq_wr = crate::qp::MAX_WR;
         attr.max_srq_sge = crate::qp::MAX_SGE;
         attr.max_ah = i32::MAX as u32;
@@ -237,11 +232,11 @@ impl OxeDevice {
         dec(&self.counters.ucontext_active);
     }
 
-    pub(crate) fn alloc_pd(&self) {
-        inc(&self.counters.pd_active);
+    pub(crate) fn alloc_pd(&self) -> Result {
+        limits::admit(&self.counters, Kind::Pd)
     }
 
     pub(crate) fn dealloc_pd(&self) {
-        dec(&self.counters.pd_active);
+        limits::release(&self.counters, Kind::Pd);
     }
 }

@@ -12,6 +12,7 @@ use crate::ib::error::from_core;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::objects::PdId;
 use crate::ib::umem::Umem;
+use crate::limits::{self, Kind};
 use crate::oxe_core::abi::OxeRegMrResp;
 use crate::oxe_core::key::Key;
 use crate::oxe_core::rereg::{self, ReregFlags};
@@ -394,6 +395,21 @@ pub(crate) fn reg_user(
 ) -> Result<(Arc<Mr>, MrKeys)> {
     let access = Access::validate_for_mr(access, SUPPORTED_ACCESS).map_err(from_core)?;
     let range = translation(start, iova, length)?;
+    limits::admit(&drv.counters, Kind::Mr)?;
+    reg_admitted(drv, dev, pd, start, length, range, access)
+        .inspect_err(|_| limits::release(&drv.counters, Kind::Mr))
+}
+
+/// [`reg_user`] once the MR is counted against the device's limit.
+fn reg_admitted(
+    drv: &OxeDevice,
+    dev: IbDev,
+    pd: PdId,
+    start: u64,
+    length: u64,
+    range: Range,
+    access: Access,
+) -> Result<(Arc<Mr>, MrKeys)> {
     let pages = Pinned::pin(dev, &drv.counters, start, length, access)?;
     let mr = Arc::pin_init(
         pin_init!(Mr {
@@ -414,7 +430,6 @@ pub(crate) fn reg_user(
     let key = drv.keys.insert(&mr)?;
     mr.key.store(key.raw(), Ordering::Release);
     inc(&drv.counters.mr_reg);
-    inc(&drv.counters.mr_active);
     let keys = mr.keys(&mr.state.lock());
     Ok((mr, keys))
 }
@@ -483,9 +498,6 @@ pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg)
     Ok(keys)
 }
 
-/// ibv_dereg_mr: refused while windows are bound (IBTA 10.6.7.2.1); otherwise the
-/// key stops resolving at once and the pages are unpinned when the last
-/// user lets go (immediately, when no data path holds the MR).
 /// Undoes [`reg_user`] when the verb fails after it: the keys stop
 /// resolving at once, and the pages are unpinned when the last reference
 /// (a packet being placed may hold one) goes.
@@ -493,9 +505,12 @@ pub(crate) fn withdraw(drv: &OxeDevice, mr: &Arc<Mr>) {
     mr.state.lock().revoked = true;
     drv.keys.remove(Key::from_raw(mr.lkey()).index());
     dec(&drv.counters.mr_reg);
-    dec(&drv.counters.mr_active);
+    limits::release(&drv.counters, Kind::Mr);
 }
 
+/// ibv_dereg_mr: refused while windows are bound (IBTA 10.6.7.2.1); otherwise the
+/// key stops resolving at once and the pages are unpinned when the last
+/// user lets go (immediately, when no data path holds the MR).
 pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
     {
         // Under the state lock that bind_window holds from its checks to
@@ -509,6 +524,6 @@ pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
     }
     drv.keys.remove(Key::from_raw(mr.lkey()).index());
     inc(&drv.counters.mr_dereg);
-    dec(&drv.counters.mr_active);
+    limits::release(&drv.counters, Kind::Mr);
     Ok(())
 }

@@ -19,6 +19,7 @@
 use crate::device::OxeDevice;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::objects::PdId;
+use crate::limits::{self, Kind};
 use crate::mr::{Denied, Mr, SUPPORTED_ACCESS};
 use crate::oxe_core::key::Key;
 use crate::oxe_core::{Access, AccessOp, Range};
@@ -217,6 +218,12 @@ impl Mw {
 /// from the start (a type 1 window's first bind replaces it, as every bind
 /// does; a type 2 window's bind names the replacement).
 pub(crate) fn alloc(drv: &OxeDevice, pd: PdId, ty: MwType) -> Result<Arc<Mw>> {
+    limits::admit(&drv.counters, Kind::Mw)?;
+    alloc_admitted(drv, pd, ty).inspect_err(|_| limits::release(&drv.counters, Kind::Mw))
+}
+
+/// [`alloc`] once the window is counted against the device's limit.
+fn alloc_admitted(drv: &OxeDevice, pd: PdId, ty: MwType) -> Result<Arc<Mw>> {
     let mw = Arc::pin_init(
         pin_init!(Mw {
             key: AtomicU32::new(0),
@@ -228,7 +235,6 @@ pub(crate) fn alloc(drv: &OxeDevice, pd: PdId, ty: MwType) -> Result<Arc<Mw>> {
     )?;
     let key = drv.mw_keys.insert(&mw)?;
     mw.key.store(key.raw(), Ordering::Release);
-    crate::counters::inc(&drv.counters.mw_active);
     Ok(mw)
 }
 
@@ -237,7 +243,7 @@ pub(crate) fn dealloc(drv: &OxeDevice, mw: &Arc<Mw>) {
     drv.mw_keys.remove(Key::from_raw(mw.rkey()).index());
     let old = mw.bound.lock().take();
     drop(old);
-    crate::counters::dec(&drv.counters.mw_active);
+    limits::release(&drv.counters, Kind::Mw);
 }
 
 /// A bind work request, from the send queue of a QP of PD `pd`.

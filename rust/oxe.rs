@@ -21,6 +21,7 @@ mod cq;
 mod device;
 mod ib;
 mod keys;
+mod limits;
 mod mad;
 mod mcast;
 mod mr;
@@ -45,6 +46,28 @@ module! {
     description: "Software RoCE v2 RDMA device with complete memory registration",
     license: "GPL",
     alias: ["rdma-link-oxe"],
+    params: {
+        max_qp: u32 {
+            default: u32::MAX,
+            description: "Lowers the QPs a device allows (for tests of exhaustion)",
+        },
+        max_cq: u32 {
+            default: u32::MAX,
+            description: "Lowers the CQs a device allows",
+        },
+        max_srq: u32 {
+            default: u32::MAX,
+            description: "Lowers the SRQs a device allows",
+        },
+        max_pd: u32 {
+            default: u32::MAX,
+            description: "Lowers the PDs a device allows",
+        },
+        max_mr: u32 {
+            default: u32::MAX,
+            description: "Lowers the MRs (and MWs) a device allows",
+        },
+    },
 }
 
 struct OxeModule {

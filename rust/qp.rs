@@ -21,12 +21,13 @@ use crate::ib::pkt::TxQueue;
 use crate::ib::qp::QpHandle;
 use crate::ib::queue::{Ring, Uctx};
 use crate::ib::work::{self, Drain, DrainOn, RxQueue, Work, WorkFn};
+use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge};
 use crate::oxe_core::qp_state::{self, QpAttrMask, QpState, QpType};
 use crate::oxe_core::Psn;
 use crate::srq::Srq;
 use crate::wr::{self, wc_status, RecvWr, SendWr};
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::lock::Guard;
 use kernel::sync::{Arc, SetOnce, SpinLockIrq};
@@ -111,6 +112,9 @@ pub(crate) struct Req {
     /// The last PSN the responder acknowledged (explicitly or by a later
     /// response): the left edge of the packet window (`Qp::window_open`).
     pub(crate) acked: Psn,
+    /// The last PSN a request sent so far may be answered at (a READ's
+    /// last response): anything later that comes back is a ghost.
+    pub(crate) last_sent: Psn,
     pub(crate) retries_left: u8,
     pub(crate) rnr_left: u8,
     /// Retransmit deadline (jiffies) while anything is unacknowledged.
@@ -142,6 +146,18 @@ pub(crate) struct WriteInProgress {
     pub(crate) len: u64,
 }
 
+/// An RDMA READ whose responses are still being sent.
+pub(crate) struct ReadInProgress {
+    pub(crate) mr: Option<crate::xfer::Target>,
+    pub(crate) va: u64,
+    pub(crate) dma_len: u32,
+    /// The PSN of the first response, and how many there are.
+    pub(crate) psn: Psn,
+    pub(crate) n: u32,
+    /// The next response to send.
+    pub(crate) next: u32,
+}
+
 /// Responder state.
 #[derive(Default)]
 pub(crate) struct Resp {
@@ -153,8 +169,7 @@ pub(crate) struct Resp {
     pub(crate) nak_sent: bool,
     pub(crate) recv: Option<RecvInProgress>,
     pub(crate) write: Option<WriteInProgress>,
-    /// The reads and atomics executed last, answered again for duplicates.
-    pub(crate) resources: Resources,
+    pub(crate) read: Option<ReadInProgress>,
     /// The RQ's consumer index (the kernel's, authoritative).
     pub(crate) rq_cons: u32,
 }
@@ -179,6 +194,9 @@ pub(crate) enum Resource {
 pub(crate) struct Resources {
     slots: [Resource; MAX_RD_ATOMIC as usize],
     next: usize,
+    /// The ring's size when it was last filled: a new size starts afresh,
+    /// so that no slot past it is searched.
+    limit: u8,
 }
 
 impl Default for Resources {
@@ -186,6 +204,7 @@ impl Default for Resources {
         Resources {
             slots: [Resource::Free; MAX_RD_ATOMIC as usize],
             next: 0,
+            limit: 0,
         }
     }
 }
@@ -194,11 +213,22 @@ impl Resources {
     /// Records `r`, in a ring of `limit` (the QP's `max_dest_rd_atomic`,
     /// at least one).
     pub(crate) fn record(&mut self, r: Resource, limit: u8) {
+        if limit != self.limit {
+            self.clear();
+            self.limit = limit;
+        }
         let n = usize::from(limit).clamp(1, self.slots.len());
         if let Some(slot) = self.slots.get_mut(self.next % n) {
             *slot = r;
         }
         self.next = (self.next + 1) % n;
+    }
+
+    /// Forgets every resource, in place (the ring is 2 KiB: not a value to
+    /// build on the stack under the QP's lock).
+    pub(crate) fn clear(&mut self) {
+        self.slots.fill(Resource::Free);
+        self.next = 0;
     }
 
     /// The READ whose responses include PSNs `psn` to `psn + n - 1`.
@@ -226,6 +256,9 @@ pub(crate) struct QpInner {
     pub(crate) attr: QpAttr,
     pub(crate) req: Req,
     pub(crate) resp: Resp,
+    /// The responder resources (kept apart from `resp`, which a reset
+    /// rebuilds as a value).
+    pub(crate) resources: Resources,
 }
 
 impl QpInner {
@@ -253,6 +286,9 @@ pub(crate) struct Qp {
     /// cancels its drain, which uses the rest.
     pub(crate) backlog: SetOnce<RxQueue>,
     pub(crate) backlogged: AtomicU32,
+    /// A READ is being answered (`Resp::read`): the packets that follow it
+    /// wait in the backlog, whose drain sends the responses in bursts.
+    pub(crate) reading: AtomicBool,
     /// Responder packets (acknowledgements, read and atomic responses)
     /// built under `inner`, sent when it is released ([`QpLock`]).
     pub(crate) txq: TxQueue,
@@ -287,6 +323,8 @@ pub(crate) struct Qp {
     kpost: SpinLockIrq<KernelPost>,
     #[pin]
     handle: SpinLockIrq<Option<QpHandle>>,
+    /// Its place under the device's QP limit, given back when it goes.
+    _quota: Quota,
     /// Kernel UD/GSI QPs: the address of each SQ slot's request (their
     /// AHs are not numbered, as they may be created in atomic context).
     #[pin]
@@ -362,6 +400,7 @@ impl Qp {
         {
             return Err(EINVAL);
         }
+        let quota = Quota::take(&drv.counters, Kind::Qp)?;
         let send_body = (c.max_send_sge.max(1) * OxeSge::SIZE as u32).max(c.max_inline);
         let sq = Ring::new(
             init.uctx,
@@ -400,6 +439,7 @@ impl Qp {
                 txq,
                 req_txq,
                 backlogged: AtomicU32::new(0),
+                reading: AtomicBool::new(false),
                 qpn: AtomicU32::new(0),
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
                 ty: init.ty,
@@ -417,12 +457,14 @@ impl Qp {
                 mcast_groups: AtomicU32::new(0),
                 kpost <- kernel::new_spinlock_irq!(KernelPost { sq: 0, rq: 0 }),
                 handle <- kernel::new_spinlock_irq!(Some(init.handle)),
+                _quota: quota,
                 kav <- kernel::new_spinlock_irq!(kav),
                 inner <- new_spinlock_bh!(QpInner {
                     state: QpState::Reset,
                     attr: QpAttr { port: 1, ..Default::default() },
                     req: Req::default(),
                     resp: Resp::default(),
+                    resources: Resources::default(),
                 }),
             }),
             GFP_KERNEL,
@@ -718,6 +760,7 @@ impl Qp {
             q.attr.sq_psn = a.sq_psn & Psn::MASK;
             q.req.next_psn = Psn::from_masked(a.sq_psn);
             q.req.acked = q.req.next_psn.sub(1);
+            q.req.last_sent = q.req.acked;
         }
         if self.ty == QpType::Gsi {
             q.attr.qkey = GSI_QKEY;
@@ -747,6 +790,7 @@ impl Qp {
                     rq_cons,
                     ..Resp::default()
                 };
+                q.resources.clear();
             }
             QpState::Rts => {
                 q.req.retries_left = q.attr.retry_cnt;

@@ -89,7 +89,9 @@ impl OxeDevice {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
-            if ctx == Context::Softirq && qp.defers(&p) {
+            // A QP answering a READ holds everything after it back, in
+            // any context, until the READ's last response is out.
+            if (ctx == Context::Softirq && qp.defers(&p)) || qp.reading.load(Ordering::Acquire) {
                 qp
             } else {
                 if self.accept(bytes, l4, &p) {
@@ -179,6 +181,7 @@ impl Qp {
     /// [`DrainOn::OtherCpu`]: crate::ib::work::DrainOn::OtherCpu
     fn defers(&self, p: &Packet<'_>) -> bool {
         self.backlogged.load(Ordering::Acquire) != 0
+            || self.reading.load(Ordering::Acquire)
             || p.info.operation == Operation::RdmaReadRequest
             || p.payload.len() >= STEER_MIN_PAYLOAD
     }
@@ -221,6 +224,11 @@ impl Qp {
         let Some(backlog) = self.backlog.as_ref() else {
             return false;
         };
+        // A READ under way first: its next burst of responses, and nothing
+        // that came after it until its last is out.
+        if self.reading.load(Ordering::Acquire) && !self.continue_read(drv, &mut self.lock()) {
+            return true;
+        }
         for _ in 0..BACKLOG_BUDGET {
             let Some(mut skb) = backlog.pop() else {
                 return false;
@@ -231,6 +239,9 @@ impl Qp {
                 }
             }
             self.backlogged.fetch_sub(1, Ordering::AcqRel);
+            if self.reading.load(Ordering::Acquire) {
+                return true;
+            }
         }
         true
     }

@@ -210,7 +210,9 @@ impl Qp {
         let mtu = q.mtu();
         if !allowed {
             status = wc_status::LOC_QP_OP_ERR;
-        } else if ud && w.len > mtu {
+        } else if (ud && w.len > mtu) || w.len > crate::qp::MAX_MSG_SZ {
+            // Longer than a message may be: refused here, as the responder
+            // would refuse it (an invalid request that ends the QP).
             status = wc_status::LOC_LEN_ERR;
         } else if matches!(
             opcode,
@@ -549,6 +551,15 @@ impl Qp {
             // as a dropped datagram for UD.
             Err(TxError::Net) => {}
         }
+        // A READ is answered up to its last response's PSN.
+        let answered_to = if p.wr.wqe.opcode == wr_op::RDMA_READ {
+            p.first_psn.add(p.npsn.max(1) - 1)
+        } else {
+            hdrs.psn
+        };
+        if answered_to.is_after(q.req.last_sent) {
+            q.req.last_sent = answered_to;
+        }
         let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
         if ud {
             q.req.next_psn = q.req.next_psn.next();
@@ -846,6 +857,27 @@ impl Qp {
             }
             op::RC_ATOMIC_ACKNOWLEDGE => {
                 let Some(orig) = r.atomic_ack else { return };
+                // Responses come back in order: an atomic ACK past an older
+                // read or atomic still unanswered means that one's response
+                // was lost. Ask again from there (as for a gap in read
+                // responses) rather than complete this one first: its
+                // responder resource could otherwise go to a newer request
+                // before the older one is resent, and the resend would
+                // find none.
+                let expect = q
+                    .req
+                    .pending
+                    .iter()
+                    .find(|p| !p.done && p.started && is_read_or_atomic(p.wr.wqe.opcode))
+                    .map(|p| p.first_psn.add(p.got));
+                if let Some(expect) = expect.filter(|&e| e != psn) {
+                    if !q.req.read_gap_retried {
+                        q.req.read_gap_retried = true;
+                        self.rewind(q, expect);
+                        self.kick();
+                    }
+                    return;
+                }
                 self.ack_upto(q, psn.sub(1));
                 let local = self.local(drv);
                 // ghost() found the read or atomic this PSN starts.
@@ -986,8 +1018,7 @@ impl Qp {
     /// first PSN of a read or atomic still waiting.
     fn ghost(&self, q: &QpInner, r: &crate::recv::Packet<'_>) -> bool {
         let psn = r.bth.psn;
-        let last = q.req.next_psn.sub(1);
-        if psn.is_after(last) {
+        if psn.is_after(q.req.last_sent) {
             return true;
         }
         match (r.bth.opcode, r.aeth.map(|a| a.syndrome)) {
@@ -995,7 +1026,9 @@ impl Qp {
             (op::RC_ATOMIC_ACKNOWLEDGE, _) => !q.req.pending.iter().any(|p| {
                 !p.done && p.started && p.first_psn == psn && is_read_or_atomic(p.wr.wqe.opcode)
             }),
-            _ => !psn.is_after(q.req.acked),
+            // Not `acked`: a coalesced ACK may move it past a READ whose
+            // responses were lost, and their resends must still count.
+            _ => Self::oldest_psn(q).is_none_or(|oldest| psn.is_before(oldest)),
         }
     }
 

@@ -15,11 +15,14 @@ use crate::oxe_core::ext_headers::{AtomicAckEth, Reth};
 use crate::oxe_core::opcode::{codes as op, Operation, Position};
 use crate::oxe_core::qp_state::{QpState, QpType};
 use crate::oxe_core::{AccessOp, Psn};
-use crate::qp::{Qp, QpInner, RecvInProgress, Resource, WriteInProgress, MAX_MSG_SZ};
+use crate::qp::{
+    Qp, QpInner, ReadInProgress, RecvInProgress, Resource, WriteInProgress, MAX_MSG_SZ,
+};
 use crate::recv::Packet;
 use crate::tx::{self, Headers};
 use crate::wr::{self, wc_op, wc_status};
 use crate::xfer::{Local, LocalErr, Remote};
+use core::sync::atomic::Ordering;
 
 /// IB access flags on the QP that let peers in.
 const QP_REMOTE_WRITE: u32 = 1 << 1;
@@ -38,6 +41,10 @@ const FLUSH_MR: u8 = 1;
 /// `rdma_network_type` values for the completion's network header type.
 const RDMA_NETWORK_IPV4: u32 = 2;
 const RDMA_NETWORK_IPV6: u32 = 3;
+
+/// READ responses sent at a time (see [`Qp::read_burst`]): a 64 KiB read
+/// at the smallest common MTU (1024) still goes in one.
+const READ_BURST: u32 = 64;
 
 /// Bytes of the GRH at the start of a UD receive buffer.
 const GRH_LEN: usize = 40;
@@ -232,12 +239,12 @@ impl Qp {
                 // resends from the first response it lacks, IBTA 9.7.5.1.x).
                 // Anything else is a stale or forged duplicate: ignored.
                 let n = p.reth.map_or(1, |r| r.dma_len.div_ceil(q.mtu()).max(1));
-                if q.resp.resources.read_covering(psn, n) {
+                if q.resources.read_covering(psn, n) {
                     let _ = self.answer_read(drv, q, p, psn);
                 }
             }
             Operation::CompareSwap | Operation::FetchAdd => {
-                if let Some(orig) = q.resp.resources.atomic_at(psn) {
+                if let Some(orig) = q.resources.atomic_at(psn) {
                     self.atomic_ack(drv, q, psn, orig);
                 }
             }
@@ -473,61 +480,137 @@ impl Qp {
                 Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
             }
         };
-        let Some(av) = self.peer(q) else {
+        if self.peer(q).is_none() {
             return Verdict::Fatal(NakCode::RemoteOperationalError);
-        };
-        let mtu = q.mtu();
-        let n = dma_len.div_ceil(mtu).max(1);
+        }
+        let n = dma_len.div_ceil(q.mtu()).max(1);
         let is_new = psn == q.resp.epsn;
         if is_new {
             q.resp.msn = q.resp.msn.wrapping_add(1);
             q.resp.epsn = psn.add(n);
             let limit = q.attr.max_dest_rd_atomic;
-            q.resp
-                .resources
-                .record(Resource::Read { psn, npsn: n }, limit);
+            q.resources.record(Resource::Read { psn, npsn: n }, limit);
         }
+        // A duplicate replaces the READ under way, if any: the requester
+        // wants its responses again from this PSN (IBTA 9.7.5.1.x).
+        q.resp.read = Some(ReadInProgress {
+            mr,
+            va,
+            dma_len,
+            psn,
+            n,
+            next: 0,
+        });
+        self.reading.store(true, Ordering::Release);
+        match self.read_burst(drv, q) {
+            Err(()) => Verdict::Fatal(NakCode::RemoteAccessError),
+            Ok(done) => {
+                if !done {
+                    if let Some(b) = self.backlog.as_ref() {
+                        b.kick();
+                    }
+                }
+                Verdict::Answered
+            }
+        }
+    }
+
+    /// Sends the next burst of responses of the READ under way: at most
+    /// [`READ_BURST`], then the backlog's drain sends the next (it runs
+    /// again while `reading` is set, and holds the QP's later packets back
+    /// meanwhile, so they are answered in order). Returns whether the READ
+    /// is done; `Err` if its memory can no longer be read (an MR
+    /// deregistered under it), which ends it.
+    ///
+    /// Built all at once, one request for 2^31 bytes was two million
+    /// packets copied and checksummed under the QP's lock, with softirqs
+    /// off, before the first was sent: hardware sends them as the link
+    /// drains, and so does this.
+    pub(crate) fn read_burst(&self, drv: &OxeDevice, q: &mut QpInner) -> Result<bool, ()> {
+        let (Some(av), true) = (
+            self.peer(q),
+            matches!(q.state, QpState::Rtr | QpState::Rts | QpState::Sqd),
+        ) else {
+            q.resp.read = None;
+            self.reading.store(false, Ordering::Release);
+            return Ok(true);
+        };
+        let mtu = q.mtu();
+        let msn = q.resp.msn & 0x00ff_ffff;
+        let dest_qpn = q.attr.dest_qpn;
+        let Some(r) = q.resp.read.as_mut() else {
+            self.reading.store(false, Ordering::Release);
+            return Ok(true);
+        };
         let remote = self.remote(drv);
-        for k in 0..n {
+        let end = r.next.saturating_add(READ_BURST).min(r.n);
+        while r.next < end {
+            let k = r.next;
             let off = k * mtu;
-            let len = dma_len.saturating_sub(off).min(mtu);
-            let opcode = match (n, k) {
+            let len = r.dma_len.saturating_sub(off).min(mtu);
+            let opcode = match (r.n, k) {
                 (1, _) => op::RC_RDMA_READ_RESPONSE_ONLY,
                 (_, 0) => op::RC_RDMA_READ_RESPONSE_FIRST,
                 (n, k) if k + 1 == n => op::RC_RDMA_READ_RESPONSE_LAST,
                 _ => op::RC_RDMA_READ_RESPONSE_MIDDLE,
             };
-            let first_or_last = k == 0 || k + 1 == n;
+            let first_or_last = k == 0 || k + 1 == r.n;
             let h = Headers {
                 opcode,
-                psn: psn.add(k),
-                dest_qpn: q.attr.dest_qpn,
+                psn: r.psn.add(k),
+                dest_qpn,
                 aeth: first_or_last.then_some(Aeth {
                     syndrome: Syndrome::Ack {
                         credits: credit_code_for(0).max(CREDITS_INVALID),
                     },
-                    msn: q.resp.msn & 0x00ff_ffff,
+                    msn,
                 }),
                 ..Headers::default()
             };
-            let res =
-                tx::transmit(
-                    drv,
-                    &self.txq,
-                    &av,
-                    self.sport,
-                    &h,
-                    len as usize,
-                    |buf| match &mr {
-                        Some(mr) => remote.read(mr, va + u64::from(off), buf),
-                        None => Ok(()),
-                    },
-                );
+            let (mr, va) = (&r.mr, r.va);
+            let res = tx::transmit(
+                drv,
+                &self.txq,
+                &av,
+                self.sport,
+                &h,
+                len as usize,
+                |buf| match mr {
+                    Some(mr) => remote.read(mr, va + u64::from(off), buf),
+                    None => Ok(()),
+                },
+            );
             if let Err(tx::TxError::Fill(_)) = res {
-                return Verdict::Fatal(NakCode::RemoteAccessError);
+                q.resp.read = None;
+                self.reading.store(false, Ordering::Release);
+                return Err(());
+            }
+            r.next += 1;
+        }
+        if r.next < r.n {
+            return Ok(false);
+        }
+        q.resp.read = None;
+        self.reading.store(false, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Continues the READ under way (from the backlog's drain); a READ
+    /// whose memory went away ends as a remote access error, as at its
+    /// start. Returns whether it is done.
+    pub(crate) fn continue_read(&self, drv: &OxeDevice, q: &mut QpInner) -> bool {
+        let psn = q.resp.read.as_ref().map(|r| r.psn);
+        match self.read_burst(drv, q) {
+            Ok(done) => done,
+            Err(()) => {
+                if let Some(psn) = psn {
+                    self.send_ack(drv, q, psn, Syndrome::Nak(NakCode::RemoteAccessError));
+                }
+                self.event(QpEvent::AccessError);
+                self.to_error(q);
+                true
             }
         }
-        Verdict::Answered
     }
 
     fn atomic_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, orig: u64) {
@@ -569,9 +652,7 @@ impl Qp {
         };
         let psn = p.bth.psn;
         let limit = q.attr.max_dest_rd_atomic;
-        q.resp
-            .resources
-            .record(Resource::Atomic { psn, orig }, limit);
+        q.resources.record(Resource::Atomic { psn, orig }, limit);
         q.resp.msn = q.resp.msn.wrapping_add(1);
         q.resp.epsn = psn.next();
         self.atomic_ack(drv, q, psn, orig);

@@ -8,6 +8,7 @@ use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::objects::PdId;
 use crate::ib::queue::{Ring, Uctx};
 use crate::ib::srq::SrqHandle;
+use crate::limits::Quota;
 use crate::oxe_core::abi::{OxeQueueMap, OxeRecvWqe, OxeSge};
 use crate::wr::{self, RecvWr};
 use kernel::prelude::*;
@@ -26,6 +27,8 @@ pub(crate) struct Srq {
     q: DualLock<SrqState, u32, Ring>,
     #[pin]
     handle: SpinLockIrq<Option<SrqHandle>>,
+    /// Its place under the device's SRQ limit, given back when it goes.
+    _quota: Quota,
 }
 
 struct SrqState {
@@ -47,6 +50,7 @@ impl Srq {
         max_sge: u32,
         limit: u32,
         handle: SrqHandle,
+        quota: Quota,
     ) -> Result<Arc<Srq>> {
         if max_wr == 0 || max_wr > crate::qp::MAX_WR || max_sge > crate::qp::MAX_SGE {
             return Err(EINVAL);
@@ -63,6 +67,7 @@ impl Srq {
                     ring,
                 ),
                 handle <- kernel::new_spinlock_irq!(Some(handle)),
+                _quota: quota,
             }),
             GFP_KERNEL,
         )

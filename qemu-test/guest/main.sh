@@ -43,6 +43,7 @@ test)
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
+    run_suite limits_oxe0 suite_limits oxe0 veth0
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 yardstick)
@@ -100,6 +101,7 @@ hostile)
     rdma link add oxe0 type oxe netdev veth0
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
+    run_suite limits_oxe0 suite_limits oxe0 veth0
     ;;
 script)
     # A developer's own guest script, sourced after net_setup with the suite

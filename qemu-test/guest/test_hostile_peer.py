@@ -324,6 +324,28 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(r.psn if r else None, RQ_PSN + 1)
         self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
 
+    def test_long_read_is_answered_in_bursts(self):
+        """One READ of 256 MiB (262,144 responses) used to be built whole
+        under the QP's lock before anything was sent. Answered in bursts,
+        the QP can be destroyed while it is under way, and then nothing
+        more is sent."""
+        size = 256 << 20
+        qp = self.connected_qp()
+        big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
+        sent = lambda: int(open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets').read())
+        before = sent()
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
+                                         rf.reth(big.buf, big.rkey, size)))
+        first = self.peer.expect(rf.RC_READ_RESPONSE_FIRST)
+        self.assertEqual(first.psn if first else None, RQ_PSN)
+        self.qps.remove(qp)
+        qp.close()
+        stopped = sent()
+        time.sleep(QUIET)
+        self.assertEqual(sent(), stopped, 'responses went on after the QP was destroyed')
+        self.assertLess(stopped - before, size // 1024, 'the whole READ went out before the destroy')
+        big.close()
+
     # Item 6: the later packets of a WRITE after its key was revoked.
 
     def test_write_after_dereg_lands_nowhere(self):

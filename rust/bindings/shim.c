@@ -664,6 +664,11 @@ static int oxe_other_cpu(void)
 void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb)
 {
 	skb_queue_tail(&q->skbs, skb);
+	oxe_shim_rxq_kick(q);
+}
+
+void oxe_shim_rxq_kick(struct oxe_rxq *q)
+{
 	/*
 	 * A work item already queued or running keeps its CPU (the workqueue
 	 * never runs one item on two CPUs at once), so a queue is drained in

@@ -113,6 +113,8 @@ void oxe_shim_work_free(struct oxe_work *w);
 struct oxe_rxq;
 struct oxe_rxq *oxe_shim_rxq_new(bool (*fn)(void *), void *ctx, bool steered);
 void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb);
+/* Schedules the drain with nothing new queued (work it left for later). */
+void oxe_shim_rxq_kick(struct oxe_rxq *q);
 void oxe_shim_rxq_cancel(struct oxe_rxq *q);
 struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q);
 void oxe_shim_rxq_free(struct oxe_rxq *q);

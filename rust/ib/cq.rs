@@ -9,6 +9,7 @@ use super::queue::Uctx;
 use super::udata::UData;
 use crate::bindings as b;
 use crate::cq::Cq;
+use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{
     OxeCqe, OxeCreateCqResp, OxeResizeCqResp, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV,
 };
@@ -70,7 +71,7 @@ pub(super) unsafe extern "C" fn create_cq(
     let r = (|| {
         // SAFETY: a core-allocated CQ of this device.
         let dev = unsafe { IbDev::from_raw((*ibcq).device) }.ok_or(ENODEV)?;
-        let _ = dev.drv()?;
+        let drv = dev.drv()?;
         // SAFETY: ib_core's attributes for the call.
         let attr = unsafe { &*attr };
         if attr.flags != 0 {
@@ -81,7 +82,8 @@ pub(super) unsafe extern "C" fn create_cq(
         // SAFETY: as above.
         let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
         let handle = CqHandle(NonNull::new(ibcq).ok_or(EINVAL)?);
-        let cq = Cq::new(uctx, attr.cqe, handle)?;
+        let quota = Quota::take(&drv.counters, Kind::Cq)?;
+        let cq = Cq::new(uctx, attr.cqe, handle, quota)?;
         let resp = OxeCreateCqResp { cq: cq.map() };
         // SAFETY: the call's udata (or null).
         if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {

@@ -8,6 +8,7 @@ use super::objects::PdId;
 use super::queue::Uctx;
 use super::udata::{write_user, UData};
 use crate::bindings as b;
+use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeCreateSrqResp, OxeModifySrqCmd, OxeResizeSrqResp};
 use crate::srq::Srq;
 use core::ptr::NonNull;
@@ -61,7 +62,7 @@ pub(super) unsafe extern "C" fn create_srq(
     let r = (|| {
         // SAFETY: a core-allocated SRQ of this device.
         let dev = unsafe { IbDev::from_raw((*ibsrq).device) }.ok_or(ENODEV)?;
-        let _ = dev.drv()?;
+        let drv = dev.drv()?;
         // SAFETY: ib_core's attributes.
         let a = unsafe { &mut *init };
         if a.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
@@ -77,6 +78,7 @@ pub(super) unsafe extern "C" fn create_srq(
             a.attr.max_sge,
             a.attr.srq_limit,
             SrqHandle(NonNull::new(ibsrq).ok_or(EINVAL)?),
+            Quota::take(&drv.counters, Kind::Srq)?,
         )?;
         a.attr.max_wr = srq.capacity();
         a.attr.max_sge = srq.max_sge;

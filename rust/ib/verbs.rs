@@ -209,7 +209,7 @@ unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
 /// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn alloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: a core-allocated PD of this device.
-    let r = unsafe { dev_of((*pd).device) }.map(|(_, drv)| drv.alloc_pd());
+    let r = unsafe { dev_of((*pd).device) }.and_then(|(_, drv)| drv.alloc_pd());
     to_c_int(r)
 }
 

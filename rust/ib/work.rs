@@ -188,6 +188,13 @@ impl RxQueue {
         unsafe { b::oxe_shim_rxq_push(self.0.as_ptr(), pkt.into_raw()) };
     }
 
+    /// Schedules the drain without a packet: it has work of its own left
+    /// (a READ being answered in bursts).
+    pub(crate) fn kick(&self) {
+        // SAFETY: live queue (type invariant).
+        unsafe { b::oxe_shim_rxq_kick(self.0.as_ptr()) };
+    }
+
     /// The next queued packet.
     pub(crate) fn pop(&self) -> Option<RxPacket> {
         // SAFETY: live queue; a dequeued skb is ours.

@@ -38,3 +38,27 @@ suite_hostile_process() { # device
     timeout 120 "$tool" "$dev" flush-race 25 || { echo "FAIL: flush-race"; rc=1; }
     return $rc
 }
+
+# Suite: the device's limits are enforced (qemu-test/guest/test_limits.py),
+# with oxe reloaded with lowered limits so that a test can reach them; it
+# is reloaded with the defaults afterwards.
+LIMITS=(max_pd=6 max_mr=8 max_cq=6 max_qp=6 max_srq=3)
+suite_limits() { # device netdev
+    local dev=$1 ndev=$2 log=$OXE_RESULTS/logs/limits-$1.log rc t0=$SECONDS
+    rdma link delete "$dev" 2>/dev/null
+    modprobe -r oxe && modprobe oxe "${LIMITS[@]}" && rdma link add "$dev" type oxe netdev "$ndev" ||
+        { echo "cannot reload oxe with ${LIMITS[*]}"; return 1; }
+    echo "oxe loaded with ${LIMITS[*]}"
+    (cd "$GUEST" && OXE_DEV=$dev PYTHONPATH=$OXE_RDMA_CORE/build/python:$GUEST \
+        timeout 600 /usr/bin/python3 -m unittest -v test_limits) >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    rdma link delete "$dev"
+    modprobe -r oxe && modprobe oxe && rdma link add "$dev" type oxe netdev "$ndev" || rc=1
+    local counts
+    counts=$("$OXE_TOP/qemu-test/results.py" unittest "$log" limits "$dev" $((SECONDS - t0))) || return 1
+    echo "$counts" >"$SUITE_DIR/limits-$dev.json"
+    "$OXE_TOP/qemu-test/results.py" ratchet "$OXE_TOP/qemu-test/expected/limits.txt" "${log%.log}.verdicts.json" || rc=1
+    grep -q '"skipped": 0' <<<"$counts" || { echo "limits: no test may skip"; rc=1; }
+    return $rc
+}

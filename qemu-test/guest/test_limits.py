@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""The device's limits, as query_device reports them, are what creation
+enforces: one object past the limit fails with ENOMEM, and destroying one
+makes room again. Run by suite_limits (suites/hostile.sh) with oxe loaded
+with lowered limits (modprobe oxe max_pd=... ), on device OXE_DEV.
+
+The kernel's own objects (ib_mad's QP1, its CQ and PD) count too: each test
+reads the device's gauge first and expects exactly the rest.
+"""
+import errno
+import os
+import unittest
+
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.libibverbs_enums import ibv_access_flags as acc
+from pyverbs.libibverbs_enums import ibv_qp_type
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QP, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
+
+DEV = os.environ.get('OXE_DEV', 'oxe0')
+
+
+def gauge(name):
+    for d in ('hw_counters', 'ports/1/hw_counters'):
+        path = f'/sys/class/infiniband/{DEV}/{d}/{name}'
+        if os.path.exists(path):
+            with open(path) as f:
+                return int(f.read())
+    raise AssertionError(f'{DEV} has no counter {name}')
+
+
+class Limits(unittest.TestCase):
+    def setUp(self):
+        self.ctx = Context(name=DEV)
+        self.attr = self.ctx.query_device()
+        self.pd = PD(self.ctx)
+        self.cq = CQ(self.ctx, 4)
+
+    def tearDown(self):
+        self.ctx.close()
+
+    def fill(self, gauge_name, limit, make):
+        """Makes objects until one is refused; checks the count and errno."""
+        room = limit - gauge(gauge_name)
+        self.assertGreater(room, 0, f'{gauge_name} already at its limit {limit}')
+        made = []
+        with self.assertRaises(PyverbsRDMAError) as refused:
+            for _ in range(room + 1):
+                made.append(make())
+        self.assertEqual(len(made), room)
+        self.assertEqual(refused.exception.error_code, errno.ENOMEM)
+        self.assertEqual(gauge(gauge_name), limit)
+        made.pop().close()
+        made.append(make())  # room again for one
+        for o in made:
+            o.close()
+        self.assertEqual(gauge(gauge_name), limit - room)
+
+    def test_max_pd(self):
+        self.fill('pd_active', self.attr.max_pd, lambda: PD(self.ctx))
+
+    def test_max_mr(self):
+        self.fill('mr_active', self.attr.max_mr,
+                  lambda: MR(self.pd, 4096, acc.IBV_ACCESS_LOCAL_WRITE))
+
+    def test_max_cq(self):
+        self.fill('cq_active', self.attr.max_cq, lambda: CQ(self.ctx, 4))
+
+    def test_max_qp(self):
+        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        init = QPInitAttr(qp_type=ibv_qp_type.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap)
+        self.fill('qp_active', self.attr.max_qp, lambda: QP(self.pd, init))
+
+    def test_max_srq(self):
+        self.fill('srq_active', self.attr.max_srq,
+                  lambda: SRQ(self.pd, SrqInitAttr(SrqAttr(max_wr=4, max_sge=1))))
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)
