@@ -332,7 +332,9 @@ class HostilePeer(unittest.TestCase):
         size = 256 << 20
         qp = self.connected_qp()
         big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
-        sent = lambda: int(open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets').read())
+        def sent():
+            with open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets') as f:
+                return int(f.read())
         before = sent()
         self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
                                          rf.reth(big.buf, big.rkey, size)))
