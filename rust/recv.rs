@@ -147,11 +147,12 @@ const BACKLOG_BUDGET: u32 = 64;
 /// drained well within the shortest retransmit timeout.
 const BACKLOG_MAX: u32 = 2048;
 
-/// The largest payload a packet may carry: the largest path MTU (4096). Anything longer is malformed whatever the QP's
-/// MTU, and dropped before it is queued: a UDP datagram can be 64 KiB, and
-/// a QP's backlog bound counts packets, so this is what bounds its bytes
-/// (2048 packets of at most 4 KiB, not of 64 KiB). The QP's own path MTU is
-/// checked when the packet is processed.
+/// The largest payload a packet may carry: the largest path MTU (4096).
+/// Anything longer is malformed whatever the QP's MTU, and dropped before
+/// it is queued: a UDP datagram can be 64 KiB, and a QP's backlog bound
+/// counts packets, so this is what bounds its bytes (2048 packets of at
+/// most 4 KiB, not of 64 KiB). The QP's own path MTU is checked when the
+/// packet is processed.
 const MAX_PAYLOAD: usize = 4096;
 
 /// Payload bytes from which a packet is processed on another CPU.

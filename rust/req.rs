@@ -817,7 +817,7 @@ impl Qp {
             crate::counters::inc(&drv.counters.ghost_ack);
             return;
         }
-        let mut progress = false;
+        let progress: bool;
         match r.bth.opcode {
             op::RC_ACKNOWLEDGE => {
                 let Some(aeth) = r.aeth else { return };
@@ -857,49 +857,37 @@ impl Qp {
             }
             op::RC_ATOMIC_ACKNOWLEDGE => {
                 let Some(orig) = r.atomic_ack else { return };
-                // Responses come back in order: an atomic ACK past an older
-                // read or atomic still unanswered means that one's response
-                // was lost. Ask again from there (as for a gap in read
-                // responses) rather than complete this one first: its
+                // An atomic ACK past an older read or atomic still
+                // unanswered means that one's response was lost: ask again
+                // from there rather than complete this one first, whose
                 // responder resource could otherwise go to a newer request
-                // before the older one is resent, and the resend would
-                // find none.
-                let expect = q
-                    .req
-                    .pending
-                    .iter()
-                    .find(|p| !p.done && p.started && is_read_or_atomic(p.wr.wqe.opcode))
-                    .map(|p| p.first_psn.add(p.got));
-                if let Some(expect) = expect.filter(|&e| e != psn) {
-                    if !q.req.read_gap_retried {
-                        q.req.read_gap_retried = true;
-                        self.rewind(q, expect);
-                        self.kick();
-                    }
+                // before the older one is resent (the resend would then
+                // find none). ghost() found a request starting at this PSN.
+                let Some((idx, expect)) = Self::oldest_awaiting(q) else {
+                    return;
+                };
+                if expect != psn {
+                    self.ask_again(q, expect);
                     return;
                 }
                 self.ack_upto(q, psn.sub(1));
                 let local = self.local(drv);
-                // ghost() found the read or atomic this PSN starts.
-                if let Some(p) = q.req.pending.iter_mut().find(|p| {
-                    !p.done && p.started && p.first_psn == psn && is_read_or_atomic(p.wr.wqe.opcode)
-                }) {
-                    // IBTA 9.7.5.1.x: a response must be of the class of the
-                    // request it answers. An atomic ACK for a READ would
-                    // otherwise complete the read with eight bytes of
-                    // "original value" and none of its data.
-                    p.status = if !is_atomic(p.wr.wqe.opcode) {
-                        wc_status::BAD_RESP_ERR
-                    } else {
-                        match local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes()) {
-                            Ok(()) => wc_status::SUCCESS,
-                            Err(_) => wc_status::LOC_PROT_ERR,
-                        }
-                    };
-                    p.done = true;
-                    q.req.rd_out = q.req.rd_out.saturating_sub(1);
-                    progress = true;
-                }
+                let p = &mut q.req.pending[idx];
+                // IBTA 9.7.5.1.x: a response must be of the class of the
+                // request it answers. An atomic ACK for a READ would
+                // otherwise complete the read with eight bytes of
+                // "original value" and none of its data.
+                p.status = if !is_atomic(p.wr.wqe.opcode) {
+                    wc_status::BAD_RESP_ERR
+                } else {
+                    match local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes()) {
+                        Ok(()) => wc_status::SUCCESS,
+                        Err(_) => wc_status::LOC_PROT_ERR,
+                    }
+                };
+                p.done = true;
+                q.req.rd_out = q.req.rd_out.saturating_sub(1);
+                progress = true;
                 let _ = Self::note_acked(q, psn);
             }
             op::RC_RDMA_READ_RESPONSE_FIRST
@@ -907,30 +895,16 @@ impl Qp {
             | op::RC_RDMA_READ_RESPONSE_LAST
             | op::RC_RDMA_READ_RESPONSE_ONLY => {
                 let mtu = q.mtu();
-                // The oldest request still waiting for a response; an atomic
-                // there cannot be answered by read responses (below).
-                let Some(idx) = q
-                    .req
-                    .pending
-                    .iter()
-                    .position(|p| !p.done && p.started && is_read_or_atomic(p.wr.wqe.opcode))
-                else {
+                // An atomic there cannot be answered by read responses
+                // (below).
+                let Some((idx, expect)) = Self::oldest_awaiting(q) else {
                     return;
-                };
-                let expect = {
-                    let p = &q.req.pending[idx];
-                    p.first_psn.add(p.got)
                 };
                 if psn != expect {
                     // A gap: a response was lost, or overtaken by a later
-                    // one on another CPU's receive backlog. Ask again at
-                    // once, as for a sequence NAK, rather than wait for the
-                    // timer; once until the next progress, since every
-                    // response after the gap shows it too.
-                    if psn.is_after(expect) && !q.req.read_gap_retried {
-                        q.req.read_gap_retried = true;
-                        self.rewind(q, expect);
-                        self.kick();
+                    // one on another CPU's receive backlog.
+                    if psn.is_after(expect) {
+                        self.ask_again(q, expect);
                     }
                     return;
                 }
@@ -1029,6 +1003,30 @@ impl Qp {
             // Not `acked`: a coalesced ACK may move it past a READ whose
             // responses were lost, and their resends must still count.
             _ => Self::oldest_psn(q).is_none_or(|oldest| psn.is_before(oldest)),
+        }
+    }
+
+    /// The oldest read or atomic still waiting for its response, and the
+    /// PSN its next response carries. Responses come back in order, so any
+    /// response either answers this one or shows that its own was lost.
+    fn oldest_awaiting(q: &QpInner) -> Option<(usize, Psn)> {
+        let idx = q
+            .req
+            .pending
+            .iter()
+            .position(|p| !p.done && p.started && is_read_or_atomic(p.wr.wqe.opcode))?;
+        let p = q.req.pending.get(idx)?;
+        Some((idx, p.first_psn.add(p.got)))
+    }
+
+    /// Goes back to `expect`, whose response was lost (a later one came),
+    /// at once rather than at the timer; once until the next progress,
+    /// since every response after the gap shows it too.
+    fn ask_again(&self, q: &mut QpInner, expect: Psn) {
+        if !q.req.read_gap_retried {
+            q.req.read_gap_retried = true;
+            self.rewind(q, expect);
+            self.kick();
         }
     }
 

@@ -175,23 +175,30 @@ impl Qp {
                 let timer = q.attr.min_rnr_timer;
                 self.send_ack(drv, q, psn, Syndrome::RnrNak { timer });
             }
-            Verdict::Fatal(code) | Verdict::RecvFailed(code) => {
-                self.send_ack(drv, q, psn, Syndrome::Nak(code));
-                q.resp.recv = None;
-                q.resp.write = None;
-                // IBTA 11.6.3.1: the responder's error, as the affiliated
-                // asynchronous event; one a receive completion reports
-                // already needs none.
-                if let Verdict::Fatal(code) = verdict {
-                    self.event(match code {
-                        NakCode::RemoteAccessError => QpEvent::AccessError,
-                        NakCode::InvalidRequest => QpEvent::InvalidRequest,
-                        _ => QpEvent::Fatal,
-                    });
-                }
-                self.to_error(q);
-            }
+            Verdict::Fatal(_) | Verdict::RecvFailed(_) => self.refuse(drv, q, psn, verdict),
         }
+    }
+
+    /// A request at `psn` the responder cannot carry out: a NAK, and the
+    /// QP goes to the error state with whatever message was under way.
+    fn refuse(&self, drv: &OxeDevice, q: &mut QpInner, psn: Psn, verdict: Verdict) {
+        let (Verdict::Fatal(code) | Verdict::RecvFailed(code)) = verdict else {
+            return;
+        };
+        self.send_ack(drv, q, psn, Syndrome::Nak(code));
+        q.resp.recv = None;
+        q.resp.write = None;
+        // IBTA 11.6.3.1: the responder's error, as the affiliated
+        // asynchronous event; one a receive completion reports already
+        // needs none.
+        if let Verdict::Fatal(code) = verdict {
+            self.event(match code {
+                NakCode::RemoteAccessError => QpEvent::AccessError,
+                NakCode::InvalidRequest => QpEvent::InvalidRequest,
+                _ => QpEvent::Fatal,
+            });
+        }
+        self.to_error(q);
     }
 
     /// A UC request (IBTA 9.7.5.1.x, 9.8): nothing is acknowledged. A gap in
@@ -531,15 +538,14 @@ impl Qp {
             self.peer(q),
             matches!(q.state, QpState::Rtr | QpState::Rts | QpState::Sqd),
         ) else {
-            q.resp.read = None;
-            self.reading.store(false, Ordering::Release);
+            self.end_read(q);
             return Ok(true);
         };
         let mtu = q.mtu();
         let msn = q.resp.msn & 0x00ff_ffff;
         let dest_qpn = q.attr.dest_qpn;
         let Some(r) = q.resp.read.as_mut() else {
-            self.reading.store(false, Ordering::Release);
+            self.end_read(q);
             return Ok(true);
         };
         let remote = self.remote(drv);
@@ -581,8 +587,7 @@ impl Qp {
                 },
             );
             if let Err(tx::TxError::Fill(_)) = res {
-                q.resp.read = None;
-                self.reading.store(false, Ordering::Release);
+                self.end_read(q);
                 return Err(());
             }
             r.next += 1;
@@ -590,9 +595,15 @@ impl Qp {
         if r.next < r.n {
             return Ok(false);
         }
+        self.end_read(q);
+        Ok(true)
+    }
+
+    /// The READ under way is over (answered, or ended): the packets held
+    /// back behind it may go on.
+    fn end_read(&self, q: &mut QpInner) {
         q.resp.read = None;
         self.reading.store(false, Ordering::Release);
-        Ok(true)
     }
 
     /// Continues the READ under way (from the backlog's drain); a READ
@@ -604,10 +615,8 @@ impl Qp {
             Ok(done) => done,
             Err(()) => {
                 if let Some(psn) = psn {
-                    self.send_ack(drv, q, psn, Syndrome::Nak(NakCode::RemoteAccessError));
+                    self.refuse(drv, q, psn, Verdict::Fatal(NakCode::RemoteAccessError));
                 }
-                self.event(QpEvent::AccessError);
-                self.to_error(q);
                 true
             }
         }
