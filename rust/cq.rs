@@ -3,6 +3,7 @@
 //! Completion queues: a ring of `OxeCqe` the kernel produces into and the
 //! consumer (the provider, or ib_core's poll for kernel consumers) drains.
 
+use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
@@ -10,7 +11,7 @@ use crate::limits::Quota;
 use crate::oxe_core::abi::{OxeCqe, OxeQueueMap};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::Arc;
 
 /// Largest CQ, in entries.
 pub(crate) const MAX_CQE: u32 = 1 << 16;
@@ -34,7 +35,7 @@ pub(crate) struct Cq {
     overrun: AtomicBool,
     /// The ib_cq, for completion and error events; gone once destroyed.
     #[pin]
-    handle: SpinLockIrq<Option<CqHandle>>,
+    handle: Callback<CqHandle>,
     /// Its place under the device's CQ limit, given back when the CQ goes.
     _quota: Quota,
 }
@@ -52,7 +53,7 @@ impl Cq {
                 q <- DualLock::new(new_spinlock_bh!(0), kernel::new_spinlock_irq!(()), ring),
                 armed: AtomicU32::new(DISARMED),
                 overrun: AtomicBool::new(false),
-                handle <- kernel::new_spinlock_irq!(Some(handle)),
+                handle <- Callback::new(handle),
                 _quota: quota,
             }),
             GFP_KERNEL,
@@ -101,9 +102,7 @@ impl Cq {
             // bound. An overrun is the CQ's error (IBTA 11.4.2.1): the CQ
             // is then not to be trusted, and one report says so.
             if !self.overrun.swap(true, Ordering::AcqRel) {
-                if let Some(h) = self.handle.lock().as_ref() {
-                    h.error_event();
-                }
+                self.handle.call(CqHandle::error_event);
             }
             return false;
         }
@@ -114,9 +113,7 @@ impl Cq {
         let armed = self.armed.load(Ordering::Acquire);
         let fire = armed == ARM_NEXT || (armed == ARM_SOLICITED && (solicited || cqe.status != 0));
         if fire && self.armed.swap(DISARMED, Ordering::AcqRel) != DISARMED {
-            if let Some(h) = self.handle.lock().as_ref() {
-                h.completion();
-            }
+            self.handle.call(CqHandle::completion);
         }
         true
     }
@@ -177,9 +174,9 @@ impl Cq {
 
     /// The destroy verb: no more events to the ib_cq, no more mapping.
     /// Process context (removing the mapping sleeps).
-    pub(crate) fn destroy(&self) -> Option<CqHandle> {
+    pub(crate) fn destroy(&self) {
         let detached = self.q.irq().shared().detach();
         drop(detached);
-        self.handle.lock().take()
+        self.handle.retire();
     }
 }

@@ -13,6 +13,7 @@
 use crate::av::Av;
 use crate::cq::Cq;
 use crate::device::OxeDevice;
+use crate::ib::callback::Callback;
 use crate::ib::device::IbDev;
 use crate::ib::kmem::KernelToken;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhBackend};
@@ -322,7 +323,7 @@ pub(crate) struct Qp {
     #[pin]
     kpost: SpinLockIrq<KernelPost>,
     #[pin]
-    handle: SpinLockIrq<Option<QpHandle>>,
+    handle: Callback<QpHandle>,
     /// Its place under the device's QP limit, given back when it goes.
     _quota: Quota,
     /// Kernel UD/GSI QPs: the address of each SQ slot's request (their
@@ -456,7 +457,7 @@ impl Qp {
                 sport: 0xc000 | (qpn_hint as u16 & 0x3fff),
                 mcast_groups: AtomicU32::new(0),
                 kpost <- kernel::new_spinlock_irq!(KernelPost { sq: 0, rq: 0 }),
-                handle <- kernel::new_spinlock_irq!(Some(init.handle)),
+                handle <- Callback::new(init.handle),
                 _quota: quota,
                 kav <- kernel::new_spinlock_irq!(kav),
                 inner <- new_spinlock_bh!(QpInner {
@@ -525,14 +526,12 @@ impl Qp {
 
     /// Runs `f` on the ib_qp handle, if the QP still has one.
     pub(crate) fn with_handle<R>(&self, f: impl FnOnce(&QpHandle) -> R) -> Option<R> {
-        self.handle.lock().as_ref().map(f)
+        self.handle.call(f)
     }
 
     /// The verbs' async event for this QP, if it still has an ib_qp.
     pub(crate) fn event(&self, ev: crate::ib::qp::QpEvent) {
-        if let Some(h) = self.handle.lock().as_ref() {
-            h.event(ev);
-        }
+        self.handle.call(|h| h.event(ev));
     }
 
     /// The work item: flush in the error state, otherwise run timers and
@@ -836,7 +835,7 @@ impl Qp {
         if let Some(b) = self.backlog.as_ref() {
             b.cancel();
         }
-        self.handle.lock().take();
+        self.handle.retire();
         self.sq.unmap();
         if let Some(r) = &self.rq {
             r.unmap();

@@ -4,6 +4,7 @@
 //! draw from, with the limit event IBTA 10.2.9.3 describes, and resizing
 //! (modify_srq with IB_SRQ_MAX_WR).
 
+use crate::ib::callback::Callback;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::objects::PdId;
 use crate::ib::queue::{Ring, Uctx};
@@ -12,7 +13,7 @@ use crate::limits::Quota;
 use crate::oxe_core::abi::{OxeQueueMap, OxeRecvWqe, OxeSge};
 use crate::wr::{self, RecvWr};
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::Arc;
 
 #[pin_data]
 pub(crate) struct Srq {
@@ -26,7 +27,7 @@ pub(crate) struct Srq {
     #[pin]
     q: DualLock<SrqState, u32, Ring>,
     #[pin]
-    handle: SpinLockIrq<Option<SrqHandle>>,
+    handle: Callback<SrqHandle>,
     /// Its place under the device's SRQ limit, given back when it goes.
     _quota: Quota,
 }
@@ -66,7 +67,7 @@ impl Srq {
                     kernel::new_spinlock_irq!(0),
                     ring,
                 ),
-                handle <- kernel::new_spinlock_irq!(Some(handle)),
+                handle <- Callback::new(handle),
                 _quota: quota,
             }),
             GFP_KERNEL,
@@ -102,11 +103,14 @@ impl Srq {
         }
         st.consumer = st.consumer.wrapping_add(1);
         ring.set_consumer(st.consumer);
-        if st.limit != 0 && queued - 1 < st.limit {
+        let reached = st.limit != 0 && queued - 1 < st.limit;
+        if reached {
             st.limit = 0;
-            if let Some(h) = self.handle.lock().as_ref() {
-                h.limit_reached();
-            }
+        }
+        drop(q);
+        // Out of the SRQ's lock: the handler may well re-arm the limit.
+        if reached {
+            self.handle.call(SrqHandle::limit_reached);
         }
         Some(w)
     }
@@ -183,7 +187,7 @@ impl Srq {
     /// The destroy verb: no more events, no more mapping. Process context
     /// (removing the mapping sleeps).
     pub(crate) fn destroy(&self) {
-        self.handle.lock().take();
+        self.handle.retire();
         let detached = self.q.irq().shared().detach();
         drop(detached);
     }
