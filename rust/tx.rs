@@ -108,7 +108,7 @@ pub(crate) fn transmit<E>(
         .port
         .sent(total, crate::oxe_core::gid::is_multicast(&av.dgid));
     if pkt.is_local() {
-        drv.loopback(pkt.into_rx());
+        crate::ib::device::loop_back(pkt);
     } else {
         out.push(pkt);
     }

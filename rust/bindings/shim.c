@@ -12,6 +12,7 @@
 #include <linux/seq_file.h>
 #include <linux/uaccess.h>
 #include <linux/if_vlan.h>
+#include <linux/inetdevice.h>
 #include <linux/highmem.h>
 #include <linux/crc32.h>
 #include <linux/vmalloc.h>
@@ -273,9 +274,37 @@ struct dentry *oxe_shim_debugfs_icrc_file(struct dentry *parent)
 
 /* ---- Data path ---- */
 
-void *oxe_shim_vmalloc_user(size_t len)
+void *oxe_shim_vmalloc_user(size_t len, bool account)
 {
-	return vmalloc_user(len);
+	/*
+	 * vmalloc_user() charges no cgroup, so a process could hold queue memory
+	 * past its memory limit. The same mapping built by hand, from pages
+	 * allocated with __GFP_ACCOUNT; vfree() frees them (VM_MAP_PUT_PAGES),
+	 * and remap_vmalloc_range() accepts the area (VM_USERMAP). At the
+	 * cgroup's limit the verb fails with ENOMEM (__GFP_RETRY_MAYFAIL) instead
+	 * of the OOM killer picking a process for it.
+	 */
+	gfp_t gfp = account ? GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL : GFP_KERNEL;
+	unsigned int n = DIV_ROUND_UP(len, PAGE_SIZE), i;
+	struct page **pages;
+	void *addr;
+
+	pages = kvcalloc(n, sizeof(*pages), gfp);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		pages[i] = alloc_page(gfp | __GFP_ZERO);
+		if (!pages[i])
+			goto fail;
+	}
+	addr = vmap(pages, n, VM_MAP | VM_USERMAP | VM_MAP_PUT_PAGES, PAGE_KERNEL);
+	if (addr)
+		return addr;
+fail:
+	while (i--)
+		__free_page(pages[i]);
+	kvfree(pages);
+	return NULL;
 }
 
 void oxe_shim_vfree(void *addr)
@@ -380,9 +409,47 @@ void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av)
 			av->traffic_class);
 }
 
-struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
-				  unsigned int len, u8 **payload, bool *local, int *err)
+/*
+ * The RDMA device (a reference; of any driver that registers as
+ * RDMA_DRIVER_UNKNOWN, the caller checks) on the netdev that owns @av's
+ * destination address, and that netdev: a packet to an address of this host
+ * belongs to that device, which need not be the sender's.
+ */
+static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *av,
+					 struct net_device **owner)
 {
+	struct ib_device *ib = NULL;
+	struct net_device *dev;
+	__be32 addr;
+
+	rcu_read_lock();
+	if (av->ipv6) {
+		dev = ipv6_dev_find(net, (const struct in6_addr *)av->dgid, NULL);
+	} else {
+		memcpy(&addr, av->dgid + 12, 4);
+		dev = __ip_dev_find(net, addr, false);
+	}
+	/*
+	 * An address on a VLAN belongs to the device on its real netdev, which
+	 * is the netdev that device holds: @dev then outlives our reference.
+	 */
+	if (dev) {
+		ib = ib_device_get_by_netdev(dev, RDMA_DRIVER_UNKNOWN);
+		if (!ib && is_vlan_dev(dev)) {
+			dev = vlan_dev_real_dev(dev);
+			ib = ib_device_get_by_netdev(dev, RDMA_DRIVER_UNKNOWN);
+		}
+	}
+	rcu_read_unlock();
+	*owner = dev;
+	return ib;
+}
+
+struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
+				  unsigned int len, u8 **payload, bool *local,
+				  struct ib_device **to, int *err)
+{
+	struct net_device *owner = NULL;
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
 	struct sk_buff *skb;
@@ -424,17 +491,24 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		*local = rt->rt_type == RTN_LOCAL;
 	}
 
+	*to = NULL;
+	if (*local)
+		*to = oxe_local_owner(net, av, &owner);
+
 	/* The requester runs under its QP's softirq-safe lock. */
 	skb = alloc_skb(LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh) + len + ndev->needed_tailroom,
 			GFP_ATOMIC);
 	if (!skb) {
 		dst_release(dst);
+		if (*to)
+			ib_device_put(*to);
+		*to = NULL;
 		*err = -ENOMEM;
 		return NULL;
 	}
 	skb_reserve(skb, LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh));
 	*payload = skb_put(skb, len);
-	skb->dev = ndev;
+	skb->dev = *to ? owner : ndev;
 	skb->protocol = av->ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
 	skb->ip_summed = CHECKSUM_NONE;
 

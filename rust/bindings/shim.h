@@ -57,8 +57,12 @@ struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_devic
 
 /* ---- Data path (queues, packets, pages, deferred work) ---- */
 
-/* Memory a queue lives in: zeroed, mappable to user space with remap_vmalloc_range. */
-void *oxe_shim_vmalloc_user(size_t len);
+/*
+ * Memory a queue lives in: zeroed, mappable to user space with
+ * remap_vmalloc_range, and, if @account, charged to the caller's memory
+ * cgroup, failing rather than calling the OOM killer at its limit.
+ */
+void *oxe_shim_vmalloc_user(size_t len, bool account);
 void oxe_shim_vfree(void *addr);
 int oxe_shim_mmap_insert(struct ib_ucontext *uctx, struct rdma_user_mmap_entry *entry,
 			 size_t len, u64 *offset);
@@ -89,10 +93,14 @@ void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av);
 /*
  * Transmit: route, allocate and build IP/UDP headers around @len bytes of
  * RoCE payload, which the caller writes at *@payload. *@local is set when the
- * destination is this host (loopback delivery, no wire).
+ * destination is this host (loopback delivery, no wire); *@to is then an
+ * RDMA_DRIVER_UNKNOWN device (maybe not oxe's) on the netdev that owns the
+ * destination address, with a reference for the caller, or NULL if there is
+ * none, and the skb's device is the netdev that device holds.
  */
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
-				  unsigned int len, u8 **payload, bool *local, int *err);
+				  unsigned int len, u8 **payload, bool *local,
+				  struct ib_device **to, int *err);
 int oxe_shim_tx_send(struct sk_buff *skb);
 void oxe_shim_kfree_skb(struct sk_buff *skb);
 /* The bytes from the IP header to the end of the packet, linearized. */

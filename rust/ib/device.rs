@@ -58,6 +58,51 @@ impl IbDev {
     }
 }
 
+/// A reference to a device found by its netdev as RDMA_DRIVER_UNKNOWN, which
+/// may be oxe's or another driver's (ib_core matches any driver there).
+///
+/// # Invariants
+///
+/// `self.0` is an ib_device we hold a reference to (`ib_device_try_get`).
+pub(crate) struct DevRef(NonNull<b::ib_device>);
+
+// SAFETY: a device reference may be dropped from any context.
+unsafe impl Send for DevRef {}
+
+impl DevRef {
+    /// # Safety
+    ///
+    /// `p` is null or an ib_device whose reference passes to the result.
+    pub(super) unsafe fn from_raw(p: *mut b::ib_device) -> Option<Self> {
+        NonNull::new(p).map(DevRef)
+    }
+
+    /// The device on `ndev` (or, for a VLAN, on its real device).
+    fn on(ndev: *mut b::net_device) -> Option<Self> {
+        // SAFETY: callers pass a netdev that is alive for the call.
+        unsafe { Self::from_raw(b::oxe_shim_ib_device_get_by_netdev(ndev)) }
+    }
+
+    /// The device, if this module owns it: another driver might also
+    /// register as RDMA_DRIVER_UNKNOWN.
+    fn ours(&self) -> Option<IbDev> {
+        // SAFETY: we hold a reference (type invariant).
+        let owner = unsafe { (*self.0.as_ptr()).ops.owner };
+        core::ptr::eq(
+            owner,
+            <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        )
+        .then_some(IbDev(self.0))
+    }
+}
+
+impl Drop for DevRef {
+    fn drop(&mut self) {
+        // SAFETY: balances the reference we hold (type invariant).
+        unsafe { b::ib_device_put(self.0.as_ptr()) };
+    }
+}
+
 /// Whether an oxe (or any RDMA_DRIVER_UNKNOWN) device already sits on `ndev`.
 pub(crate) fn exists_on(ndev: &NetDev) -> bool {
     // SAFETY: the netdev is held (NetDev invariant).
@@ -157,38 +202,29 @@ pub(crate) fn unregister_all() {
 pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
     // SAFETY: the notifier runs with a live `ndev`.
     let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
-    let Some(ib) = NonNull::new(ib) else { return };
-    // Another driver might also use RDMA_DRIVER_UNKNOWN: ours are owned by this module.
-    // SAFETY: ib_device_get_by_netdev returned a reference we hold.
-    let owner = unsafe { (*ib.as_ptr()).ops.owner };
-    let ours = core::ptr::eq(
-        owner,
-        <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
-    );
-    if ours {
-        let dev = IbDev(ib);
-        match ev {
-            NetEvent::Unregister => {
-                // Queued: the notifier holds RTNL, which unregistration may need.
-                // SAFETY: we hold a reference for the call.
-                unsafe { b::ib_unregister_device_queued(ib.as_ptr()) };
-            }
-            _ => {
-                if let Ok(drv) = dev.drv() {
-                    if ev == NetEvent::LinkChange {
-                        let event = if drv.link_changed() {
-                            b::ib_event_type_IB_EVENT_PORT_ACTIVE
-                        } else {
-                            b::ib_event_type_IB_EVENT_PORT_ERR
-                        };
-                        dispatch_port_event(dev, event);
-                    }
-                }
+    // SAFETY: ib_device_get_by_netdev returned a reference, or null.
+    let Some(held) = (unsafe { DevRef::from_raw(ib) }) else {
+        return;
+    };
+    let Some(dev) = held.ours() else { return };
+    match ev {
+        NetEvent::Unregister => {
+            // Queued: the notifier holds RTNL, which unregistration may need.
+            // SAFETY: we hold a reference for the call.
+            unsafe { b::ib_unregister_device_queued(dev.as_ptr()) };
+        }
+        NetEvent::LinkChange => {
+            if let Ok(drv) = dev.drv() {
+                let event = if drv.link_changed() {
+                    b::ib_event_type_IB_EVENT_PORT_ACTIVE
+                } else {
+                    b::ib_event_type_IB_EVENT_PORT_ERR
+                };
+                dispatch_port_event(dev, event);
             }
         }
+        _ => {}
     }
-    // SAFETY: balances ib_device_get_by_netdev.
-    unsafe { b::ib_device_put(ib.as_ptr()) };
 }
 
 fn dispatch_port_event(dev: IbDev, event: b::ib_event_type) {
@@ -199,19 +235,27 @@ fn dispatch_port_event(dev: IbDev, event: b::ib_event_type) {
 /// Hands a received packet to the oxe device on its netdev, which processes
 /// it right away (softirq).
 pub(super) fn deliver(pkt: super::pkt::RxPacket) {
-    // SAFETY: the skb's device is alive while the skb is being received.
-    let ib = unsafe { b::oxe_shim_ib_device_get_by_netdev(pkt.netdev()) };
-    let Some(ib) = NonNull::new(ib) else { return };
-    // SAFETY: ib_device_get_by_netdev returned a reference we hold.
-    let owner = unsafe { (*ib.as_ptr()).ops.owner };
-    if core::ptr::eq(
-        owner,
-        <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
-    ) {
-        if let Ok(drv) = IbDev(ib).drv() {
-            drv.receive(pkt, crate::recv::Context::Softirq);
-        }
+    // (The skb's device is alive while the skb is being received.)
+    let Some(held) = DevRef::on(pkt.netdev()) else {
+        return;
+    };
+    if let Some(drv) = held.ours().and_then(|dev| dev.drv().ok()) {
+        drv.receive(pkt, crate::recv::Context::Softirq);
     }
-    // SAFETY: balances ib_device_get_by_netdev.
-    unsafe { b::ib_device_put(ib.as_ptr()) };
+}
+
+/// Queues a packet the sender routed to an address of this host for the oxe
+/// device that owns that address, which, with two oxe devices in one network
+/// namespace, is not the sender. rdma_rxe hands every such packet to the
+/// sending device. With no oxe device there, the packet is dropped, as on a
+/// wire with nobody listening.
+pub(crate) fn loop_back(pkt: super::pkt::TxPacket) {
+    let (to, rx) = pkt.into_rx();
+    if let Some(drv) = to
+        .as_ref()
+        .and_then(DevRef::ours)
+        .and_then(|dev| dev.drv().ok())
+    {
+        drv.loopback(rx);
+    }
 }

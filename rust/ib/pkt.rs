@@ -4,6 +4,7 @@
 //! by the kernel's routing, everything from the BTH on by oxe), and received
 //! from the UDP tunnel socket.
 
+use super::device::DevRef;
 use super::netdev::NetDev;
 use crate::av::Av;
 use crate::bindings as b;
@@ -39,6 +40,8 @@ pub(crate) struct TxPacket {
     payload: NonNull<u8>,
     len: usize,
     local: bool,
+    /// For a local packet, the device that owns its destination address.
+    to: Option<DevRef>,
 }
 
 /// An address vector as the C side takes it.
@@ -62,6 +65,7 @@ impl TxPacket {
         let c_av = c_av(av);
         let mut payload: *mut u8 = core::ptr::null_mut();
         let mut local = false;
+        let mut to: *mut b::ib_device = core::ptr::null_mut();
         let mut err = 0;
         let len_c = u32::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: the netdev is held (NetDev invariant); the out pointers are valid.
@@ -73,9 +77,12 @@ impl TxPacket {
                 len_c,
                 &mut payload,
                 &mut local,
+                &mut to,
                 &mut err,
             )
         };
+        // SAFETY: tx_alloc gave us a reference to `to`, if not null.
+        let to = unsafe { DevRef::from_raw(to) };
         let Some(skb) = NonNull::new(skb) else {
             return Err(Error::from_errno(if err != 0 { err } else { -12 }));
         };
@@ -85,6 +92,7 @@ impl TxPacket {
             payload: NonNull::new(payload).ok_or(ENOMEM)?,
             len,
             local,
+            to,
         })
     }
 
@@ -116,11 +124,13 @@ impl TxPacket {
         self.local
     }
 
-    /// The packet as if it had been received (loopback delivery).
-    pub(crate) fn into_rx(self) -> RxPacket {
+    /// The packet as if it had been received (loopback delivery), with the
+    /// device that owns its destination address, if any.
+    pub(crate) fn into_rx(mut self) -> (Option<DevRef>, RxPacket) {
+        let to = self.to.take();
         let skb = self.skb;
         core::mem::forget(self);
-        RxPacket(skb)
+        (to, RxPacket(skb))
     }
 }
 
@@ -218,7 +228,10 @@ impl TxQueue {
     }
 
     /// Queues a sealed packet.
-    pub(crate) fn push(&self, pkt: TxPacket) {
+    pub(crate) fn push(&self, mut pkt: TxPacket) {
+        // (Only packets for the wire are queued; a local one's device
+        // reference must not be forgotten with it.)
+        drop(pkt.to.take());
         let skb = pkt.skb.as_ptr();
         core::mem::forget(pkt);
         // SAFETY: live queue; it takes the packet (type invariant kept: sealed).

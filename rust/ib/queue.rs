@@ -80,9 +80,12 @@ impl Ring {
         if len > (256 << 20) {
             return Err(EINVAL);
         }
+        // Charged to the caller's memory cgroup when a process will map it;
+        // a kernel consumer's queues are the kernel's.
         // SAFETY: plain allocation.
         let addr =
-            NonNull::new(unsafe { b::oxe_shim_vmalloc_user(len) }.cast::<u8>()).ok_or(ENOMEM)?;
+            NonNull::new(unsafe { b::oxe_shim_vmalloc_user(len, uctx.is_some()) }.cast::<u8>())
+                .ok_or(ENOMEM)?;
         // INVARIANT: just allocated, `len` bytes, zeroed and page aligned.
         let mem = Arc::new(RingMem { addr }, GFP_KERNEL)?;
         let mut ring = Ring {
