@@ -22,7 +22,7 @@ TIMED = scripts/timed.sh $(RESULTS)/timings.txt
 # Never two kernel builds at once (2 cores): the steps below run one by one.
 .NOTPARALLEL:
 
-.PHONY: run test bench shell deps kernel kernel-plain kernel-debug module module-plain module-debug \
+.PHONY: run test bench shell deps kernel kernel-plain kernel-debug module module-plain module-debug kmod kmod-plain kmod-debug \
 	rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
 
 deps:
@@ -51,6 +51,14 @@ module-debug: kernel-debug
 module-plain module-debug:
 	@f=$(@:module-%=%) && kdir=$$(scripts/kernel.sh dir $$f) && mo=$(CURDIR)/build/module-$$f && \
 	mkdir -p $$mo && $(KMAKE) -s -C $$kdir M=$(CURDIR) MO=$$mo $(if $(CLIPPY),CLIPPY=1) modules
+
+# The kernel consumer the guest's kconsumer suite loads, built like the module.
+kmod: kmod-plain kmod-debug
+kmod-plain: kernel-plain
+kmod-debug: kernel-debug
+kmod-plain kmod-debug:
+	@f=$(@:kmod-%=%) && kdir=$$(scripts/kernel.sh dir $$f) && mo=$(CURDIR)/build/kmod-$$f && \
+	mkdir -p $$mo && $(KMAKE) -s -C $$kdir M=$(CURDIR)/qemu-test/kmod MO=$$mo modules
 
 # Userspace tests that need no guest: the setup logic, oxe-core, the provider.
 host-test: provider
@@ -106,7 +114,7 @@ test:
 	@$(TIMED) "kernel, plain" $(MAKE) -s kernel-plain
 	@$(TIMED) "kernel, debug" $(MAKE) -s kernel-debug
 	@$(TIMED) "rdma-core" $(MAKE) -s rdma-core
-	@$(TIMED) "module (both kernels), provider, guest tools" $(MAKE) -s module provider guest-tools
+	@$(TIMED) "module (both kernels), provider, guest tools" $(MAKE) -s module kmod provider guest-tools
 	@for step in check host-test "fuzz FUZZ_SECONDS=30"; do \
 		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then r=pass; else r=fail; fi; \
 		echo "$${step%% *} $$r" >>$(RESULTS)/checks.txt; \

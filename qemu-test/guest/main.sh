@@ -44,6 +44,8 @@ test)
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0
+    run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
+    run_suite same_netns suite_same_netns
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 yardstick)
@@ -102,6 +104,12 @@ hostile)
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0
+    run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
+    run_suite same_netns suite_same_netns
+    ;;
+same-netns)
+    net_setup
+    run_suite same_netns suite_same_netns
     ;;
 script)
     # A developer's own guest script, sourced after net_setup with the suite

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The device's limits, as query_device reports them, are what creation
 enforces: one object past the limit fails with ENOMEM, and destroying one
-makes room again. Run by suite_limits (suites/hostile.sh) with oxe loaded
+makes room again. The memory of the queues a process maps is charged to its
+memory cgroup, so that the cgroup's limit bounds it too. Run by suite_limits (suites/hostile.sh) with oxe loaded
 with lowered limits (modprobe oxe max_pd=... ), on device OXE_DEV.
 
 The kernel's own objects (ib_mad's QP1, its CQ and PD) count too: each test
@@ -9,6 +10,7 @@ reads the device's gauge first and expects exactly the rest.
 """
 import errno
 import os
+import subprocess
 import unittest
 
 from pyverbs.cq import CQ
@@ -81,6 +83,71 @@ class Limits(unittest.TestCase):
     def test_max_srq(self):
         self.fill('srq_active', self.attr.max_srq,
                   lambda: SRQ(self.pd, SrqInitAttr(SrqAttr(max_wr=4, max_sge=1))))
+
+
+CGROUPS = '/sys/fs/cgroup'
+
+
+class QueueMemory(unittest.TestCase):
+    """The test process runs in a cgroup of its own, whose memory.current
+    shows what is charged to it."""
+
+    def setUp(self):
+        if not os.path.exists(f'{CGROUPS}/cgroup.controllers'):
+            subprocess.run(['mount', '-t', 'cgroup2', 'none', CGROUPS], check=True)
+        with open(f'{CGROUPS}/cgroup.controllers') as f:
+            self.assertIn('memory', f.read().split(), 'the kernel has no memory cgroups')
+        with open(f'{CGROUPS}/cgroup.subtree_control', 'w') as f:
+            f.write('+memory')
+        self.cg = f'{CGROUPS}/oxe-queue-memory'
+        os.makedirs(self.cg, exist_ok=True)
+        self.join(self.cg)
+        self.addCleanup(self.leave)
+        self.ctx = Context(name=DEV)
+
+    def tearDown(self):
+        self.ctx.close()
+
+    def leave(self):
+        self.join(CGROUPS)
+        os.rmdir(self.cg)
+
+    @staticmethod
+    def join(cg):
+        with open(f'{cg}/cgroup.procs', 'w') as f:
+            f.write(str(os.getpid()))
+
+    def charged(self):
+        with open(f'{self.cg}/memory.current') as f:
+            return int(f.read())
+
+    def test_cq_ring_is_charged_to_the_cgroup(self):
+        entries = 65536
+        ring = entries * 64  # OxeCqe::SIZE
+        before = self.charged()
+        cq = CQ(self.ctx, entries)
+        grown = self.charged() - before
+        self.assertGreaterEqual(grown, ring, 'the CQ ring was not charged to the cgroup')
+        cq.close()
+        # Uncharges go through a per-CPU stock of up to 64 pages.
+        released = before + grown - self.charged()
+        self.assertGreaterEqual(released, ring - 64 * 4096, 'the charge outlived the CQ')
+
+    def test_cq_past_the_cgroups_limit_is_refused(self):
+        entries = 65536
+        ring = entries * 64
+        # Room for half the ring: the verb must fail with ENOMEM, not call
+        # the OOM killer (which would pick this process).
+        with open(f'{self.cg}/memory.max', 'w') as f:
+            f.write(str(self.charged() + ring // 2))
+        try:
+            with self.assertRaises(PyverbsRDMAError) as refused:
+                CQ(self.ctx, entries)
+            self.assertEqual(refused.exception.error_code, errno.ENOMEM)
+        finally:
+            with open(f'{self.cg}/memory.max', 'w') as f:
+                f.write('max')
+        CQ(self.ctx, entries).close()
 
 
 if __name__ == '__main__':
