@@ -7,7 +7,7 @@
 //! file of its own: `device.rs` (attributes, creation), `mr.rs` (memory
 //! registration), `keys.rs` (lkey/rkey table), `net.rs` (UDP port 4791),
 //! `counters.rs`, `mad.rs` (the port's PerfMgmt agent); the data path: `cq.rs`, `qp.rs`, `srq.rs`, `av.rs`,
-//! `req.rs` (requester and completer), `resp.rs` (responder), `recv.rs`
+//! `req.rs` (requester), `comp.rs` (completer), `resp.rs` (responder), `recv.rs`
 //! (receive dispatch), `mcast.rs` (multicast groups), `tx.rs` (packet building), `xfer.rs` (every memory
 //! access checked against the registration rules), `wr.rs` (work requests
 //! and completions); `ib/` is the only code that touches C.
@@ -16,6 +16,7 @@ use kernel::prelude::*;
 
 mod av;
 mod bindings;
+mod comp;
 mod counters;
 mod cq;
 mod device;

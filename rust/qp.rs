@@ -2,7 +2,7 @@
 
 //! Queue pairs: creation, the state machine (IBTA 10.3), and the work item
 //! that drives the send side. The protocol itself is in `req.rs`
-//! (requester and completer) and `resp.rs` (responder).
+//! (requester), `comp.rs` (completer) and `resp.rs` (responder).
 //!
 //! All protocol state sits behind one softirq-safe spinlock per QP
 //! (`ib/lock.rs`): the receive softirq, the doorbell, the QP's work item
