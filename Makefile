@@ -72,6 +72,7 @@ check: rdma-core
 		cargo clippy -q --manifest-path $$d/Cargo.toml --all-targets -- -D warnings || exit 1; \
 	done
 	@rustfmt --edition 2021 --check $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
+	@python3 scripts/check_layers.py .
 
 fmt:
 	@for d in rust/core rust/core/fuzz provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true

@@ -88,5 +88,23 @@ for line in \
     check "not a splat: $line" '! grep -Eq "$SPLAT_RE" <<<"$line"'
 done
 
+# The layering check (make check) fails on a new upward reference, a new
+# unsafe block in the driver, and a debt line that is paid off.
+lt=$(mktemp -d)
+mkdir -p "$lt/rust/ib"
+printf 'use crate::ib::lock;\nuse crate::oxe_core::Psn;\n' >"$lt/rust/ib/a.rs"
+printf 'fn f() {}\n' >"$lt/rust/drv.rs"
+check "layering: a clean tree passes" "python3 '$top/scripts/check_layers.py' '$lt' >/dev/null"
+printf 'use crate::{mr, ib::lock};\n' >>"$lt/rust/ib/a.rs"
+check "layering: rust/ib using crate::{mr, ..} fails" "! python3 '$top/scripts/check_layers.py' '$lt' >/dev/null"
+echo "rust/ib/a.rs: crate::mr" >"$lt/rust/layering-debt.txt"
+check "layering: a listed exception passes" "python3 '$top/scripts/check_layers.py' '$lt' >/dev/null"
+printf 'fn g() { unsafe { h() } } // unsafe in a comment is fine\n' >>"$lt/rust/drv.rs"
+check "layering: unsafe in a driver file fails" "! python3 '$top/scripts/check_layers.py' '$lt' >/dev/null"
+printf 'fn g() {}\n' >"$lt/rust/drv.rs"
+printf 'use crate::ib::lock;\n' >"$lt/rust/ib/a.rs"
+check "layering: a paid-off debt line fails until removed" "! python3 '$top/scripts/check_layers.py' '$lt' >/dev/null"
+rm -rf "$lt"
+
 [ $fails = 0 ] && echo "setup tests: all passed" || echo "setup tests: $fails failed"
 [ $fails = 0 ]

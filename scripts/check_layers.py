@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The module's layering rule, checked by `make check` so that it cannot rot.
+
+  rust/bindings/  C declarations and the C shim: imports nothing of ours.
+  rust/ib/        the Rust RDMA abstraction over ib_core: may use only
+                  `kernel`, `crate::bindings`, `crate::oxe_core` and itself.
+  rust/*.rs       the driver: may use anything, but no `unsafe`.
+
+Where the tree does not follow the rule yet (issue 12 is moving it there),
+each exception is listed in rust/layering-debt.txt, one `file: reference`
+per line. The check fails on an exception that is not listed, and on a
+listed one that is gone (so that the list only shrinks, and says the truth).
+
+Usage: check_layers.py [repo root]
+"""
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(sys.argv[1] if len(sys.argv) > 1 else '.')
+DEBT = ROOT / 'rust/layering-debt.txt'
+ALLOWED_FROM_IB = {'ib', 'bindings', 'oxe_core'}
+# A path into the driver: `crate::mr::reg_user`, `crate::limits`, ...
+CRATE_PATH = re.compile(r'\bcrate::([a-z_][a-z0-9_]*)(?:::([A-Za-z_][A-Za-z0-9_]*))?')
+# `use crate::{mr, qp::Qp}` and `super::super::mr` reach up as well.
+CRATE_GROUP = re.compile(r'\bcrate::\{([^}]*)\}')
+SUPER_SUPER = re.compile(r'\bsuper::super\b')
+UNSAFE = re.compile(r'\bunsafe\b')
+
+
+def code_lines(path):
+    """Lines with comments and string literals left out."""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = re.sub(r'"(?:\\.|[^"\\])*"', '""', line)
+        line = line.split('//', 1)[0]
+        if line.strip():
+            yield n, line
+
+
+def found():
+    """Every exception to the rule in the tree, as `file: reference`."""
+    out = {}
+    for path in sorted((ROOT / 'rust/ib').glob('*.rs')):
+        rel = path.relative_to(ROOT).as_posix()
+        for n, line in code_lines(path):
+            refs = []
+            for m in CRATE_PATH.finditer(line):
+                if m.group(1) not in ALLOWED_FROM_IB:
+                    refs.append('crate::' + m.group(1) + ('::' + m.group(2) if m.group(2) else ''))
+            for m in CRATE_GROUP.finditer(line):
+                refs += ['crate::' + p.strip().split('::')[0] for p in m.group(1).split(',')
+                         if p.strip() and p.strip().split('::')[0] not in ALLOWED_FROM_IB]
+            if SUPER_SUPER.search(line):
+                refs.append('super::super')
+            for ref in refs:
+                out.setdefault(f'{rel}: {ref}', n)
+    for path in sorted((ROOT / 'rust').glob('*.rs')):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == 'rust/bindings.rs':  # the bindgen output's module
+            continue
+        for n, line in code_lines(path):
+            if UNSAFE.search(line):
+                out.setdefault(f'{rel}: unsafe', n)
+    return out
+
+
+def listed():
+    if not DEBT.exists():
+        return set()
+    return {l.strip() for l in DEBT.read_text().splitlines()
+            if l.strip() and not l.startswith('#')}
+
+
+def main():
+    have, allowed = found(), listed()
+    new = sorted(set(have) - allowed)
+    gone = sorted(allowed - set(have))
+    for e in new:
+        f, ref = e.split(': ', 1)
+        why = ('unsafe code outside rust/ib and rust/bindings' if ref == 'unsafe'
+               else f'rust/ib reaches up into the driver ({ref})')
+        print(f'{f}:{have[e]}: {why}; not in {DEBT.relative_to(ROOT)}')
+    for e in gone:
+        print(f'{DEBT.relative_to(ROOT)}: "{e}" is paid off: remove the line')
+    if new or gone:
+        return 1
+    print(f'layering: {len(have)} known exceptions (rust/layering-debt.txt), none new')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
