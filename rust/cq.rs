@@ -3,11 +3,12 @@
 //! Completion queues: a ring of `OxeCqe` the kernel produces into and the
 //! consumer (the provider, or ib_core's poll for kernel consumers) drains.
 
+use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
-use crate::limits::Quota;
+use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeCqe, OxeQueueMap};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
@@ -42,11 +43,12 @@ pub(crate) struct Cq {
 
 impl Cq {
     pub(crate) fn new(
+        counters: &Arc<Counters>,
         uctx: Option<Uctx>,
         cqe: u32,
         handle: CqHandle,
-        quota: Quota,
     ) -> Result<Arc<Cq>> {
+        let quota = Quota::take(counters, Kind::Cq)?;
         let ring = Self::new_ring(uctx, cqe)?;
         Arc::pin_init(
             pin_init!(Cq {

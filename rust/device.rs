@@ -16,8 +16,8 @@ use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::sync::Arc;
 
-use crate::av::Ah;
 use crate::bindings as b;
+use crate::ib::av::Ah;
 use crate::ib::pkt::RxPacket;
 use crate::ib::work::{Drain, DrainOn, RxQueue};
 use crate::mcast::Groups;

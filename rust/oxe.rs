@@ -6,7 +6,7 @@
 //! netdev notifier, and on unload removes every oxe device. Each concern has a
 //! file of its own: `device.rs` (attributes, creation), `mr.rs` (memory
 //! registration), `keys.rs` (lkey/rkey table), `net.rs` (UDP port 4791),
-//! `counters.rs`, `mad.rs` (the port's PerfMgmt agent); the data path: `cq.rs`, `qp.rs`, `srq.rs`, `av.rs`,
+//! `counters.rs`, `mad.rs` (the port's PerfMgmt agent); the data path: `cq.rs`, `qp.rs`, `srq.rs`,
 //! `req.rs` (requester), `comp.rs` (completer), `resp.rs` (responder), `recv.rs`
 //! (receive dispatch), `mcast.rs` (multicast groups), `tx.rs` (packet building), `xfer.rs` (every memory
 //! access checked against the registration rules), `wr.rs` (work requests
@@ -14,7 +14,6 @@
 
 use kernel::prelude::*;
 
-mod av;
 mod bindings;
 mod comp;
 mod counters;

@@ -10,9 +10,9 @@
 //! Kernel consumers post from any context; they only write the rings
 //! (under an irq-safe lock) and kick the work item.
 
-use crate::av::Av;
 use crate::cq::Cq;
 use crate::device::OxeDevice;
+use crate::ib::av::Av;
 use crate::ib::callback::Callback;
 use crate::ib::device::IbDev;
 use crate::ib::kmem::KernelToken;

@@ -6,8 +6,8 @@
 //! multicast group goes to every QP attached to it. Anything malformed is
 //! dropped and counted, never trusted further.
 
-use crate::av::Av;
 use crate::device::OxeDevice;
+use crate::ib::av::Av;
 use crate::ib::pkt::{RxPacket, ICRC_LEN};
 use crate::oxe_core::bth::Bth;
 use crate::oxe_core::opcode::{Operation, Transport};

@@ -4,8 +4,8 @@
 //! into packets, within the packet and read windows, and resends from where
 //! the completer (`comp.rs`) rewinds it to.
 
-use crate::av::Av;
 use crate::device::OxeDevice;
+use crate::ib::av::Av;
 use crate::ib::work;
 use crate::oxe_core::abi::flush_attrs_split;
 use crate::oxe_core::abi::{OXE_SEND_FENCE, OXE_SEND_SOLICITED};

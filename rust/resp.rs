@@ -5,8 +5,8 @@
 //! rkeys with every access checked, duplicate handling, ACK/NAK
 //! generation; and UD/GSI datagram receive with the GRH.
 
-use crate::av::Av;
 use crate::device::OxeDevice;
+use crate::ib::av::Av;
 use crate::ib::qp::QpEvent;
 use crate::mr::Denied;
 use crate::oxe_core::abi::{OxeCqe, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};

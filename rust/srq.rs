@@ -4,12 +4,13 @@
 //! draw from, with the limit event IBTA 10.2.9.3 describes, and resizing
 //! (modify_srq with IB_SRQ_MAX_WR).
 
+use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::objects::PdId;
 use crate::ib::queue::{Ring, Uctx};
 use crate::ib::srq::SrqHandle;
-use crate::limits::Quota;
+use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeQueueMap, OxeRecvWqe, OxeSge};
 use crate::wr::{self, RecvWr};
 use kernel::prelude::*;
@@ -45,14 +46,15 @@ fn slot_size(max_sge: u32) -> u32 {
 
 impl Srq {
     pub(crate) fn new(
+        counters: &Arc<Counters>,
         uctx: Option<Uctx>,
         pd: PdId,
         max_wr: u32,
         max_sge: u32,
         limit: u32,
         handle: SrqHandle,
-        quota: Quota,
     ) -> Result<Arc<Srq>> {
+        let quota = Quota::take(counters, Kind::Srq)?;
         if max_wr == 0 || max_wr > crate::qp::MAX_WR || max_sge > crate::qp::MAX_SGE {
             return Err(EINVAL);
         }

@@ -5,8 +5,8 @@
 //! straight to the device's receive queue (the kernel would deliver it to
 //! `lo`, where no oxe device listens).
 
-use crate::av::Av;
 use crate::device::OxeDevice;
+use crate::ib::av::Av;
 use crate::ib::pkt::{TxPacket, TxQueue, ICRC_LEN};
 use crate::oxe_core::aeth::Aeth;
 use crate::oxe_core::bth::Bth;

@@ -56,8 +56,7 @@ pub(crate) mod wc_status {
     pub(crate) const RNR_RETRY_EXC_ERR: u32 = 13;
 }
 
-/// The largest slot any queue uses; slots are copied to the stack whole.
-pub(crate) const MAX_SLOT: usize = 1024;
+pub(crate) use crate::ib::queue::MAX_SLOT;
 
 /// A send work request, copied out of its slot.
 pub(crate) struct SendWr {

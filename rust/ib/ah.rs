@@ -4,11 +4,11 @@
 //! send WQEs carry; kernel AHs are found through the ib_ah itself, since
 //! they may be created in atomic context.
 
+use super::av::Ah;
 use super::device::IbDev;
 use super::error::to_c_int;
 use super::objects::PdId;
 use super::udata::UData;
-use crate::av::Ah;
 use crate::bindings as b;
 use crate::oxe_core::abi::OxeCreateAhResp;
 use kernel::ffi::c_int;

@@ -9,7 +9,6 @@ use super::queue::Uctx;
 use super::udata::UData;
 use crate::bindings as b;
 use crate::cq::Cq;
-use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{
     OxeCqe, OxeCreateCqResp, OxeResizeCqResp, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV,
 };
@@ -82,8 +81,7 @@ pub(super) unsafe extern "C" fn create_cq(
         // SAFETY: as above.
         let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
         let handle = CqHandle(NonNull::new(ibcq).ok_or(EINVAL)?);
-        let quota = Quota::take(&drv.counters, Kind::Cq)?;
-        let cq = Cq::new(uctx, attr.cqe, handle, quota)?;
+        let cq = Cq::new(&drv.counters, uctx, attr.cqe, handle)?;
         let resp = OxeCreateCqResp { cq: cq.map() };
         // SAFETY: the call's udata (or null).
         if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {

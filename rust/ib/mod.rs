@@ -8,6 +8,7 @@
 //! `mr.rs`, ...), which never see a raw pointer.
 
 pub(crate) mod ah;
+pub(crate) mod av;
 pub(crate) mod callback;
 pub(crate) mod cq;
 pub(crate) mod crc;

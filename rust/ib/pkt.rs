@@ -4,9 +4,9 @@
 //! by the kernel's routing, everything from the BTH on by oxe), and received
 //! from the UDP tunnel socket.
 
+use super::av::Av;
 use super::device::DevRef;
 use super::netdev::NetDev;
-use crate::av::Av;
 use crate::bindings as b;
 use crate::oxe_core::icrc;
 use core::ptr::NonNull;

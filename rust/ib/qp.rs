@@ -3,13 +3,13 @@
 //! QP verbs: create, modify, query, destroy, and posting (kernel consumers
 //! write the rings here; user space only rings the doorbell).
 
+use super::av::Av;
 use super::device::IbDev;
 use super::error::to_c_int;
 use super::kmem::KernelToken;
 use super::objects::PdId;
 use super::queue::Uctx;
 use super::udata::UData;
-use crate::av::Av;
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe, OxeSge};
@@ -363,7 +363,7 @@ pub(super) unsafe extern "C" fn query_qp(
 unsafe fn kernel_wqe(
     qp: &Qp,
     wr: &b::ib_send_wr,
-    body: &mut [u8; crate::wr::MAX_SLOT],
+    body: &mut [u8; super::queue::MAX_SLOT],
 ) -> Result<(OxeSendWqe, usize, Option<Av>)> {
     let mut w = OxeSendWqe {
         // SAFETY: kernel WRs carry wr_id (or wr_cqe, same bits).
@@ -465,7 +465,7 @@ pub(super) unsafe extern "C" fn post_send(
         qp.doorbell();
         return 0;
     }
-    let mut body = [0u8; crate::wr::MAX_SLOT];
+    let mut body = [0u8; super::queue::MAX_SLOT];
     while !wr.is_null() {
         // SAFETY: the consumer's chain of WRs, valid for the call.
         let r = unsafe { kernel_wqe(qp, &*wr, &mut body) }

@@ -18,6 +18,8 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
+/// The largest slot any queue uses; slots are copied to the stack whole.
+pub(crate) const MAX_SLOT: usize = 1024;
 /// vmalloc_user memory, freed when the last owner (the queue, or the mmap
 /// entry while user space still has it mapped) lets go.
 ///

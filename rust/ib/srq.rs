@@ -8,7 +8,6 @@ use super::objects::PdId;
 use super::queue::Uctx;
 use super::udata::{write_user, UData};
 use crate::bindings as b;
-use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeCreateSrqResp, OxeModifySrqCmd, OxeResizeSrqResp};
 use crate::srq::Srq;
 use core::ptr::NonNull;
@@ -71,6 +70,7 @@ pub(super) unsafe extern "C" fn create_srq(
         // SAFETY: the call's udata or null.
         let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
         let srq = Srq::new(
+            &drv.counters,
             uctx,
             // SAFETY: the SRQ's PD, set by ib_core.
             PdId::of(unsafe { (*ibsrq).pd }),
@@ -78,7 +78,6 @@ pub(super) unsafe extern "C" fn create_srq(
             a.attr.max_sge,
             a.attr.srq_limit,
             SrqHandle(NonNull::new(ibsrq).ok_or(EINVAL)?),
-            Quota::take(&drv.counters, Kind::Srq)?,
         )?;
         a.attr.max_wr = srq.capacity();
         a.attr.max_sge = srq.max_sge;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Address vectors: where a RoCE v2 packet goes (from a connected QP's path,
-//! or a UD address handle), and the address handles user space names by number.
+//! or a UD address handle), and the address handles user space names by
+//! number. Plain data that ib_core's attributes are turned into here, in
+//! `ib/`, and that the driver and the packet layer both take.
 
 /// A RoCE v2 path: source and destination GIDs (IPv4-mapped or IPv6) and
 /// the IP header fields the GRH asks for.
@@ -20,5 +22,5 @@ pub(crate) struct Av {
 /// An address handle.
 pub(crate) struct Ah {
     pub(crate) av: Av,
-    pub(crate) pd: crate::ib::objects::PdId,
+    pub(crate) pd: super::objects::PdId,
 }
