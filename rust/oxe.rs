@@ -5,7 +5,7 @@
 //! This is the module root: it registers the `oxe` rdma link type and the
 //! netdev notifier, and on unload removes every oxe device. Each concern has a
 //! file of its own: `device.rs` (attributes, creation), `mr.rs` (memory
-//! registration), `keys.rs` (lkey/rkey table), `net.rs` (UDP port 4791),
+//! registration), `keys.rs` (lkey/rkey table),
 //! `counters.rs`, `mad.rs` (the port's PerfMgmt agent); the data path: `cq.rs`, `qp.rs`, `srq.rs`,
 //! `req.rs` (requester), `comp.rs` (completer), `resp.rs` (responder), `recv.rs`
 //! (receive dispatch), `mcast.rs` (multicast groups), `tx.rs` (packet building), `xfer.rs` (every memory
@@ -26,7 +26,6 @@ mod mad;
 mod mcast;
 mod mr;
 mod mw;
-mod net;
 #[path = "core/src/lib.rs"]
 pub mod oxe_core;
 mod qp;
@@ -78,7 +77,7 @@ struct OxeModule {
 
 impl kernel::Module for OxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        net::init();
+        ib::udp::init();
         ib::work::init()?;
         ib::crc::calibrate();
         ib::debugfs::init_root();
