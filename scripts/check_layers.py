@@ -6,6 +6,10 @@
                   `kernel`, `crate::bindings`, `crate::oxe_core` and itself.
   rust/*.rs       the driver: may use anything, but no `unsafe`.
 
+The provider (provider/src) has no import circle among its modules: the
+C-facing `ffi/` holds the ops table in its root (`ffi/mod.rs`), which uses
+the other ffi modules, and helpers are leaves.
+
 Where the tree does not follow the rule yet (issue 12 is moving it there),
 each exception is listed in rust/layering-debt.txt, one `file: reference`
 per line. The check fails on an exception that is not listed, and on a
@@ -64,6 +68,55 @@ def found():
     return out
 
 
+def module_graph(src):
+    """Module -> modules it uses, for a crate rooted at `src` (lib.rs)."""
+    graph = {}
+    for path in sorted(src.rglob('*.rs')):
+        rel = path.relative_to(src).with_suffix('')
+        parts = list(rel.parts)
+        if parts[-1] == 'mod':
+            parts.pop()
+        if parts == ['lib']:
+            parts = []
+        name = '::'.join(parts)
+        parent = '::'.join(parts[:-1])
+        deps = set()
+        for _, line in code_lines(path):
+            for m in re.finditer(r'\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)', line):
+                deps.add(m.group(1))
+            for m in re.finditer(r'\bsuper::([a-z_][a-z0-9_]*)', line):
+                deps.add((parent + '::' if parent else '') + m.group(1))
+            m = re.match(r'\s*(?:pub(?:\([a-z]+\))? )?mod ([a-z_][a-z0-9_]*);', line)
+            if m:
+                deps.add((name + '::' if name else '') + m.group(1))
+        graph[name] = deps
+    # A path names its longest prefix that is a module.
+    def module_of(p):
+        while p and p not in graph:
+            p = p.rpartition('::')[0]
+        return p
+    return {n: {module_of(d) for d in ds} - {n, ''} for n, ds in graph.items()}
+
+
+def circles(graph):
+    """One cycle through each module that is on one, as 'a -> b -> a'."""
+    found, state = [], {}
+
+    def visit(n, stack):
+        state[n] = 'open'
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 'open':
+                found.append(' -> '.join(stack[stack.index(d):] + [d]))
+            elif d not in state:
+                visit(d, stack + [d])
+        state[n] = 'done'
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [n])
+    return found
+
+
 def listed():
     if not DEBT.exists():
         return set()
@@ -82,7 +135,11 @@ def main():
         print(f'{f}:{have[e]}: {why}; not in {DEBT.relative_to(ROOT)}')
     for e in gone:
         print(f'{DEBT.relative_to(ROOT)}: "{e}" is paid off: remove the line')
-    if new or gone:
+    provider = ROOT / 'provider/src'
+    loops = circles(module_graph(provider)) if provider.is_dir() else []
+    for c in loops:
+        print(f'provider/src: import circle {c}')
+    if new or gone or loops:
         return 1
     print(f'layering: {len(have)} known exceptions (rust/layering-debt.txt), none new')
     return 0

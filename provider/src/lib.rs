@@ -24,9 +24,9 @@
 //!
 //! Layout:
 //! * [`sys`]: bindgen's declarations of rdma-core's private provider headers.
-//! * [`ffi`] and the `ffi_*` modules: the C-facing functions, one module
+//! * [`ffi`] and the modules under it: the C-facing functions, one module
 //!   per kind of object, plus the mapped queues and the queue lock; the
-//!   only modules with `unsafe`.
+//!   only modules with `unsafe`. The ops table is in `ffi`'s root.
 //! * Safe Rust, unit tested on in-memory queues: [`verbs`] (decisions of
 //!   the control-path verbs), [`ring`] (the index discipline of mapped
 //!   queues), [`wqe`] (work queue entries), [`send_queue`] and
@@ -37,15 +37,6 @@
 mod completion_queue;
 mod cqe;
 mod ffi;
-mod ffi_ah;
-mod ffi_cq;
-mod ffi_lock;
-mod ffi_mw;
-mod ffi_qp;
-mod ffi_qp_ex;
-mod ffi_queue;
-mod ffi_srq;
-mod ffi_wr;
 mod recv_queue;
 mod ring;
 mod send_queue;

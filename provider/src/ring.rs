@@ -13,7 +13,7 @@
 //! happen before the other side sees it move).
 //!
 //! The memory is reached through [`QueueMem`], so the arithmetic here runs
-//! unchanged on the real mapping (`ffi_queue`) and on heap rings in the
+//! unchanged on the real mapping (`ffi::queue`) and on heap rings in the
 //! unit tests.
 
 use core::ffi::c_int;

@@ -13,9 +13,9 @@ use core::slice;
 
 use oxe_core::Errno;
 
-use crate::ffi_ah::ah_num;
-use crate::ffi_lock::Locked;
-use crate::ffi_queue::MappedQueue;
+use super::ah::ah_num;
+use super::lock::Locked;
+use super::queue::MappedQueue;
 use crate::recv_queue::RecvQueue;
 use crate::send_queue::SendQueue;
 use crate::sys;
@@ -116,8 +116,7 @@ pub(crate) unsafe fn post_send_one(
                 return Err(EINVAL);
             }
             // SAFETY: a live window; the MR is NULL or live.
-            let (remote, objects) =
-                unsafe { crate::ffi_mw::bind_operands(b.mw, b.rkey, &b.bind_info) };
+            let (remote, objects) = unsafe { super::mw::bind_operands(b.mw, b.rkey, &b.bind_info) };
             send.bind = objects;
             remote
         }

@@ -16,7 +16,7 @@ use core::sync::atomic::AtomicU32;
 
 use oxe_core::abi::{OxeQueueMap, OXE_QUEUE_CONSUMER, OXE_QUEUE_PRODUCER};
 
-use crate::ffi::errno;
+use super::errno::errno;
 use crate::ring::{QueueLayout, QueueMem};
 use crate::sys;
 use crate::verbs::EPROTO;

@@ -15,11 +15,11 @@ use core::ptr;
 use oxe_core::abi::{OxeCqe, OxeCreateCqResp, OxeResizeCqResp};
 use oxe_core::Errno;
 
+use super::errno::{cmd_fd, errno_ret, set_errno};
+use super::lock::Locked;
+use super::queue::MappedQueue;
 use crate::completion_queue::{CompletionQueue, ENOENT};
 use crate::cqe::{Completion, CqExReaders};
-use crate::ffi::{cmd_fd, errno_ret, set_errno};
-use crate::ffi_lock::Locked;
-use crate::ffi_queue::MappedQueue;
 use crate::sys;
 use crate::verbs;
 

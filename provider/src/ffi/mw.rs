@@ -7,7 +7,7 @@
 //! send queue as a bind request carrying the next rkey (`ibv_inc_rkey`), as
 //! IBTA has the Bind Memory Window verb do; the kernel carries it out in
 //! send queue order and completes it like any request. Type 2 windows are
-//! bound by the application's own bind requests (`ffi_wr`, `ffi_qp_ex`).
+//! bound by the application's own bind requests (`wr`, `qp_ex`).
 
 use core::ffi::c_int;
 use core::mem::size_of_val;
@@ -15,8 +15,8 @@ use core::ptr;
 
 use oxe_core::Errno;
 
-use crate::ffi::{errno_ret, set_errno};
-use crate::ffi_qp::{ring_doorbell, send_queue};
+use super::errno::{errno_ret, set_errno};
+use super::qp_object::{ring_doorbell, send_queue};
 use crate::sys;
 use crate::wqe::{BindObjects, Remote, SendOp, SendWr};
 

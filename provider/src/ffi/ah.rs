@@ -10,7 +10,7 @@ use core::ptr;
 
 use oxe_core::abi::OxeCreateAhResp;
 
-use crate::ffi::{errno_ret, set_errno};
+use super::errno::{errno_ret, set_errno};
 use crate::sys;
 
 /// The provider's AH: libibverbs' `ibv_ah`, then the kernel's number.

@@ -15,34 +15,20 @@ use core::ptr;
 use oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe};
 use oxe_core::Errno;
 
-use crate::ffi::{cmd_fd, errno, errno_ret, set_errno};
-use crate::ffi_cq;
-use crate::ffi_lock::Locked;
-use crate::ffi_qp_ex;
-use crate::ffi_queue::MappedQueue;
-use crate::ffi_wr::{post_recv_list, post_send_one};
+use super::cq;
+use super::errno::{cmd_fd, errno_ret, set_errno};
+use super::lock::Locked;
+use super::qp_ex;
+use super::qp_object::{recv_queue, ring_doorbell, send_queue, OxeQp};
+use super::queue::MappedQueue;
+use super::wr::{post_recv_list, post_send_one};
 use crate::recv_queue::RecvQueue;
 use crate::send_queue::SendQueue;
 use crate::sys;
-use crate::verbs::{self, EPROTO};
+use crate::verbs;
 use crate::wqe::QpKind;
 
 const EINVAL: c_int = Errno::EINVAL.to_i32();
-
-/// The provider's QP: libibverbs' `verbs_qp` (whose `ibv_qp_ex` the
-/// extended posting functions are installed in), then the mapped rings.
-#[repr(C)]
-pub(crate) struct OxeQp {
-    /// Must stay first: libibverbs' `ibv_qp`/`ibv_qp_ex` pointers are
-    /// pointers to the `OxeQp`.
-    vqp: sys::verbs_qp,
-    /// Set before the QP is handed out; `None` only during creation.
-    sq: Option<Locked<SendQueue<MappedQueue>>>,
-    /// `None` on an SRQ (and during creation).
-    rq: Option<Locked<RecvQueue<MappedQueue>>>,
-}
-
-const _: () = assert!(offset_of!(OxeQp, vqp) == 0);
 
 /// The kernel's reply to `CREATE_QP`: uverbs' core part, then oxe's.
 #[repr(C)]
@@ -120,27 +106,6 @@ unsafe fn discard(qp: *mut OxeQp, err: c_int) -> *mut sys::ibv_qp {
     drop(unsafe { Box::from_raw(qp) });
     set_errno(err);
     ptr::null_mut()
-}
-
-/// The send queue of a QP.
-///
-/// # Safety
-/// `qp` must be a live QP of this provider.
-pub(crate) unsafe fn send_queue<'a>(
-    qp: *mut sys::ibv_qp,
-) -> Option<&'a Locked<SendQueue<MappedQueue>>> {
-    // SAFETY: a live `OxeQp` (the `ibv_qp` is at offset 0); `sq` is only
-    // written before the QP is handed out.
-    unsafe { (*qp.cast::<OxeQp>()).sq.as_ref() }
-}
-
-/// The receive queue of a QP, `None` on an SRQ.
-///
-/// # Safety
-/// `qp` must be a live QP of this provider.
-unsafe fn recv_queue<'a>(qp: *mut sys::ibv_qp) -> Option<&'a Locked<RecvQueue<MappedQueue>>> {
-    // SAFETY: as in `send_queue`.
-    unsafe { (*qp.cast::<OxeQp>()).rq.as_ref() }
 }
 
 /// `create_qp` (`ibv_create_qp()`, and `ibv_create_qp_ex()` with only a
@@ -257,7 +222,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     if let Some(ops) = create.send_ops {
         // SAFETY: the `ibv_qp_ex` view of the `verbs_qp` at offset 0,
         // ours alone until returned.
-        ffi_qp_ex::install(unsafe { &mut *qp.cast::<sys::ibv_qp_ex>() }, ops);
+        qp_ex::install(unsafe { &mut *qp.cast::<sys::ibv_qp_ex>() }, ops);
         // `ibv_qp_to_qp_ex()` hands out the `ibv_qp_ex` only with this bit,
         // which the helper cleared.
         // SAFETY: as above.
@@ -292,7 +257,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
             if !cq.is_null() {
                 // SAFETY: a live CQ of this provider (libibverbs created the
                 // QP with it).
-                unsafe { ffi_cq::purge_qp(cq, qp.qp_num) };
+                unsafe { cq::purge_qp(cq, qp.qp_num) };
             }
         }
     }
@@ -331,58 +296,6 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
     // create verb leaked; dropping it unmaps the rings.
     drop(unsafe { Box::from_raw(qp.cast::<OxeQp>()) });
     0
-}
-
-/// The `POST_SEND` command as the doorbell sends it: uverbs' header and
-/// core request with no work requests behind it.
-#[repr(C)]
-#[derive(Default)]
-struct Doorbell {
-    hdr: sys::ib_uverbs_cmd_hdr,
-    core: sys::ib_uverbs_post_send,
-}
-
-const _: () = assert!(size_of::<Doorbell>() == size_of::<sys::ibv_post_send>());
-
-/// Tells the kernel the send queue has new entries: a `POST_SEND` write
-/// with no work requests in it, which the kernel takes as "look at the
-/// ring". Receives need none: the kernel looks when a message arrives.
-///
-/// # Safety
-/// `qp` must be a live QP of this provider.
-pub(crate) unsafe fn ring_doorbell(qp: *mut sys::ibv_qp) -> Result<(), c_int> {
-    // SAFETY: a live QP.
-    let handle = unsafe { (*qp).handle };
-    // SAFETY: a live QP.
-    let context = unsafe { (*qp).context };
-    // SAFETY: a live QP's context is live.
-    let cmd_fd = unsafe { cmd_fd(context) };
-    let mut resp = sys::ib_uverbs_post_send_resp::default();
-    let cmd = Doorbell {
-        hdr: sys::ib_uverbs_cmd_hdr {
-            command: sys::IB_USER_VERBS_CMD_POST_SEND,
-            // Both sizes are small multiples of 4 (uverbs counts words).
-            in_words: (size_of::<Doorbell>() / 4) as u16,
-            out_words: (size_of_val(&resp) / 4) as u16,
-        },
-        core: sys::ib_uverbs_post_send {
-            response: (&raw mut resp) as usize as u64,
-            qp_handle: handle,
-            wr_count: 0,
-            sge_count: 0,
-            wqe_size: size_of::<sys::ibv_send_wr>() as u32,
-            ..Default::default()
-        },
-    };
-    // SAFETY: writes the command from a live local of the size given; the
-    // kernel writes its reply into `resp`, which lives until the call
-    // returns and is not read.
-    let written = unsafe { sys::write(cmd_fd, (&raw const cmd).cast(), size_of_val(&cmd)) };
-    match usize::try_from(written) {
-        Ok(n) if n == size_of_val(&cmd) => Ok(()),
-        Ok(_) => Err(EPROTO),
-        Err(_) => Err(errno()),
-    }
 }
 
 /// `post_send` (`ibv_post_send()`): writes every request up to the first

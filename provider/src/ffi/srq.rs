@@ -12,10 +12,10 @@ use core::ptr;
 use oxe_core::abi::{OxeCreateSrqResp, OxeModifySrqCmd, OxeRecvWqe, OxeResizeSrqResp};
 use oxe_core::Errno;
 
-use crate::ffi::{cmd_fd, errno_ret, set_errno};
-use crate::ffi_lock::Locked;
-use crate::ffi_queue::MappedQueue;
-use crate::ffi_wr::post_recv_list;
+use super::errno::{cmd_fd, errno_ret, set_errno};
+use super::lock::Locked;
+use super::queue::MappedQueue;
+use super::wr::post_recv_list;
 use crate::recv_queue::RecvQueue;
 use crate::sys;
 use crate::verbs;

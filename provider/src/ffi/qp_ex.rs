@@ -15,11 +15,11 @@ use core::slice;
 use oxe_core::abi::flush_attrs;
 use oxe_core::Errno;
 
-use crate::ffi::errno_ret;
-use crate::ffi_ah::ah_num;
-use crate::ffi_qp::{ring_doorbell, send_queue};
-use crate::ffi_queue::MappedQueue;
-use crate::ffi_wr::{buffer, check_inline_buffers, sge_array};
+use super::ah::ah_num;
+use super::errno::errno_ret;
+use super::qp_object::{ring_doorbell, send_queue};
+use super::queue::MappedQueue;
+use super::wr::{buffer, check_inline_buffers, sge_array};
 use crate::send_queue::SendQueue;
 use crate::sys;
 use crate::wqe::{Remote, SendOp, SendWr, UdDest};
@@ -297,7 +297,7 @@ unsafe extern "C" fn wr_bind_mw(
     // SAFETY: checked non-NULL above; the MR in it is NULL or live.
     let info = unsafe { &*bind_info };
     // SAFETY: a live window; the MR in `info` is NULL or live.
-    let (remote, objects) = unsafe { crate::ffi_mw::bind_operands(mw, rkey, info) };
+    let (remote, objects) = unsafe { super::mw::bind_operands(mw, rkey, info) };
     // SAFETY: builders run inside `wr_start` .. `wr_complete`.
     unsafe {
         begin(qp, SendOp::Bind, |wr| {
