@@ -127,15 +127,19 @@ pair_setup() { # devA devB
 # Index of DEV's RoCE v2 GID for IPv4 address IP, waiting for it to appear
 # (the GID table follows the netdev's addresses asynchronously).
 gid_index() { # dev ip
-    local hex i
-    hex=$(printf '%02x%02x:%02x%02x' ${2//./ })
+    # 0000:0000:0000:0000:0000:ffff:0a0b:0001 for 10.11.0.1
+    gid_index_of "$1" "0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${2//./ })"
+}
+
+# Index of DEV's RoCE v2 GID equal to GID (as sysfs writes it), waiting for it.
+gid_index_of() { # dev gid
+    local i
     for i in $(seq 50); do
-        # 0000:0000:0000:0000:0000:ffff:0a0b:0001 RoCE v2
-        awk -v g="0000:0000:0000:0000:0000:ffff:$hex" '$2 == g && $3 == "RoCE" && $4 == "v2" { print $1; f = 1; exit } END { exit !f }' \
+        awk -v g="$2" '$2 == g && $3 == "RoCE" && $4 == "v2" { print $1; f = 1; exit } END { exit !f }' \
             < <(gid_table "$1") && return 0
         sleep 0.2
     done
-    echo "no RoCE v2 GID for $2 on $1" >&2
+    echo "no RoCE v2 GID $2 on $1" >&2
     return 1
 }
 

@@ -13,18 +13,6 @@
 SAME_NETNS_SYSCTLS=(net.ipv4.conf.vsn0.accept_local=1 net.ipv4.conf.vsn1.accept_local=1
     net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.vsn0.rp_filter=0 net.ipv4.conf.vsn1.rp_filter=0)
 
-# Index of DEV's RoCE v2 GID equal to GID (sysfs form), waiting for it.
-gid_index_of() { # dev gid
-    local i
-    for i in $(seq 50); do
-        awk -v g="$2" '$2 == g && $3 == "RoCE" && $4 == "v2" { print $1; f = 1; exit } END { exit !f }' \
-            < <(gid_table "$1") && return 0
-        sleep 0.2
-    done
-    echo "no RoCE v2 GID $2 on $1" >&2
-    return 1
-}
-
 suite_same_netns() {
     local rc=0 tool fam ga gb spid crc ok log=$OXE_RESULTS/logs/same-netns
     mkdir -p "$log"
