@@ -7,7 +7,7 @@
 use super::av::Ah;
 use super::device::IbDev;
 use super::error::to_c_int;
-use super::objects::PdId;
+use super::objects::{Obj, PdId};
 use super::udata::UData;
 use crate::bindings as b;
 use crate::oxe_core::abi::OxeCreateAhResp;
@@ -15,12 +15,9 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-#[repr(C)]
-pub(super) struct AhObj {
-    ib: b::ib_ah,
-    ah: Option<Arc<Ah>>,
-    num: u32,
-}
+/// The memory ib_core allocates for an address handle, with the number a
+/// user AH has in the device's table (0 for a kernel AH).
+pub(super) type AhObj = Obj<b::ib_ah, Ah, u32>;
 
 /// # Safety
 ///
@@ -29,8 +26,8 @@ pub(super) unsafe fn get<'a>(ibah: *mut b::ib_ah) -> Option<&'a Arc<Ah>> {
     if ibah.is_null() {
         return None;
     }
-    // SAFETY: caller contract; AhObj has the ib_ah first.
-    unsafe { (*ibah.cast::<AhObj>()).ah.as_ref() }
+    // SAFETY: caller contract.
+    unsafe { AhObj::get(ibah) }
 }
 
 /// # Safety
@@ -69,12 +66,8 @@ pub(super) unsafe extern "C" fn create_ah(
                 return Err(e);
             }
         }
-        // SAFETY: core-allocated; we own the driver part.
-        unsafe {
-            let obj = ibah.cast::<AhObj>();
-            core::ptr::addr_of_mut!((*obj).ah).write(Some(ah));
-            (*obj).num = num;
-        }
+        // SAFETY: its create verb, with no object yet.
+        unsafe { AhObj::set(ibah, ah, num) };
         Ok(())
     })();
     to_c_int(r)
@@ -85,19 +78,17 @@ pub(super) unsafe extern "C" fn create_ah(
 /// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
     // SAFETY: an oxe AH, destroyed once.
-    let obj = unsafe { &mut *ibah.cast::<AhObj>() };
+    let num = unsafe { AhObj::extra(ibah) };
     // SAFETY: as above.
     if let Some(dev) = unsafe { IbDev::from_raw((*ibah).device) } {
-        if let (Ok(drv), true) = (dev.drv(), obj.num != 0) {
-            drv.ahs.remove(obj.num);
+        if let (Ok(drv), true) = (dev.drv(), num != 0) {
+            drv.ahs.remove(num);
         }
     }
-    drop(obj.ah.take());
+    // SAFETY: as above.
+    drop(unsafe { AhObj::take(ibah) });
     0
 }
 
-/// ib_query_ah: oxe keeps ib_core's copy of the attributes, which is what
-/// it reports.
-pub(super) fn sizes(ops: &mut b::ib_device_ops) {
-    ops.size_ib_ah = core::mem::size_of::<AhObj>();
-}
+// ib_query_ah: oxe keeps ib_core's copy of the attributes, which is what it
+// reports.

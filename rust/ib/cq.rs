@@ -5,6 +5,7 @@
 
 use super::device::IbDev;
 use super::error::to_c_int;
+use super::objects::Obj;
 use super::queue::Uctx;
 use super::udata::UData;
 use crate::bindings as b;
@@ -18,11 +19,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 /// The memory ib_core allocates for a CQ.
-#[repr(C)]
-pub(super) struct CqObj {
-    ib: b::ib_cq,
-    cq: Option<Arc<Cq>>,
-}
+pub(super) type CqObj = Obj<b::ib_cq, Cq>;
 
 /// The ib_cq behind a CQ, for completion and async events.
 ///
@@ -55,8 +52,8 @@ impl CqHandle {
 ///
 /// `ibcq` is an oxe CQ ib_core keeps alive for the call.
 pub(crate) unsafe fn get<'a>(ibcq: *mut b::ib_cq) -> Option<&'a Arc<Cq>> {
-    // SAFETY: caller contract; CqObj has the ib_cq first.
-    unsafe { (*ibcq.cast::<CqObj>()).cq.as_ref() }
+    // SAFETY: caller contract.
+    unsafe { CqObj::get(ibcq) }
 }
 
 /// # Safety
@@ -91,7 +88,7 @@ pub(super) unsafe extern "C" fn create_cq(
         // SAFETY: core-allocated and zeroed; we own the driver part.
         unsafe {
             (*ibcq).cqe = cq.capacity() as c_int;
-            core::ptr::addr_of_mut!((*ibcq.cast::<CqObj>()).cq).write(Some(cq));
+            CqObj::set(ibcq, cq, ());
         }
         Ok(())
     })();
@@ -103,8 +100,7 @@ pub(super) unsafe extern "C" fn create_cq(
 /// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: an oxe CQ; ib_core calls destroy once, with no QP left on it.
-    let obj = unsafe { &mut *ibcq.cast::<CqObj>() };
-    if let Some(cq) = obj.cq.take() {
+    if let Some(cq) = unsafe { CqObj::take(ibcq) } {
         cq.destroy();
     }
     0

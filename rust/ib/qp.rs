@@ -7,7 +7,7 @@ use super::av::Av;
 use super::device::IbDev;
 use super::error::to_c_int;
 use super::kmem::KernelToken;
-use super::objects::PdId;
+use super::objects::{Obj, PdId};
 use super::queue::Uctx;
 use super::udata::UData;
 use crate::bindings as b;
@@ -21,11 +21,8 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-#[repr(C)]
-pub(super) struct QpObj {
-    ib: b::ib_qp,
-    qp: Option<Arc<Qp>>,
-}
+/// The memory ib_core allocates for a QP.
+pub(super) type QpObj = Obj<b::ib_qp, Qp>;
 
 /// Async events oxe raises on a QP.
 #[derive(Clone, Copy)]
@@ -79,8 +76,8 @@ impl Qp {
 ///
 /// `ibqp` is an oxe QP ib_core keeps alive for the call.
 unsafe fn get<'a>(ibqp: *mut b::ib_qp) -> Option<&'a Arc<Qp>> {
-    // SAFETY: caller contract; QpObj has the ib_qp first.
-    unsafe { (*ibqp.cast::<QpObj>()).qp.as_ref() }
+    // SAFETY: caller contract.
+    unsafe { QpObj::get(ibqp) }
 }
 
 /// # Safety
@@ -157,7 +154,7 @@ pub(super) unsafe extern "C" fn create_qp(
         // SAFETY: core-allocated; we own the driver part.
         unsafe {
             (*ibqp).qp_num = qp.qpn();
-            core::ptr::addr_of_mut!((*ibqp.cast::<QpObj>()).qp).write(Some(qp));
+            QpObj::set(ibqp, qp, ());
         }
         Ok(())
     })();
@@ -169,12 +166,11 @@ pub(super) unsafe extern "C" fn create_qp(
 /// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: an oxe QP; destroyed once.
-    let obj = unsafe { &mut *ibqp.cast::<QpObj>() };
-    // SAFETY: as above.
     let Some(dev) = (unsafe { IbDev::from_raw((*ibqp).device) }) else {
         return 0;
     };
-    if let (Some(qp), Ok(drv)) = (obj.qp.take(), dev.drv()) {
+    // SAFETY: as above.
+    if let (Some(qp), Ok(drv)) = (unsafe { QpObj::take(ibqp) }, dev.drv()) {
         qp.destroy(drv);
     }
     0

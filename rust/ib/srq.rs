@@ -4,7 +4,7 @@
 
 use super::device::IbDev;
 use super::error::to_c_int;
-use super::objects::PdId;
+use super::objects::{Obj, PdId};
 use super::queue::Uctx;
 use super::udata::{write_user, UData};
 use crate::bindings as b;
@@ -15,11 +15,8 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-#[repr(C)]
-pub(super) struct SrqObj {
-    ib: b::ib_srq,
-    srq: Option<Arc<Srq>>,
-}
+/// The memory ib_core allocates for an SRQ.
+pub(super) type SrqObj = Obj<b::ib_srq, Srq>;
 
 /// The ib_srq behind an SRQ, for the limit event.
 ///
@@ -46,8 +43,8 @@ impl SrqHandle {
 ///
 /// `ibsrq` is an oxe SRQ ib_core keeps alive for the call.
 pub(super) unsafe fn get<'a>(ibsrq: *mut b::ib_srq) -> Option<&'a Arc<Srq>> {
-    // SAFETY: caller contract; SrqObj has the ib_srq first.
-    unsafe { (*ibsrq.cast::<SrqObj>()).srq.as_ref() }
+    // SAFETY: caller contract.
+    unsafe { SrqObj::get(ibsrq) }
 }
 
 /// # Safety
@@ -92,7 +89,7 @@ pub(super) unsafe extern "C" fn create_srq(
             return Err(e);
         }
         // SAFETY: core-allocated; we own the driver part.
-        unsafe { core::ptr::addr_of_mut!((*ibsrq.cast::<SrqObj>()).srq).write(Some(srq)) };
+        unsafe { SrqObj::set(ibsrq, srq, ()) };
         Ok(())
     })();
     to_c_int(r)
@@ -186,8 +183,7 @@ pub(super) unsafe extern "C" fn destroy_srq(
     _udata: *mut b::ib_udata,
 ) -> c_int {
     // SAFETY: an oxe SRQ, destroyed once with no QP attached.
-    let obj = unsafe { &mut *ibsrq.cast::<SrqObj>() };
-    if let Some(srq) = obj.srq.take() {
+    if let Some(srq) = unsafe { SrqObj::take(ibsrq) } {
         srq.destroy();
     }
     0
