@@ -3,7 +3,6 @@
 //! One oxe device: what it is made of, what it reports, and how it is created.
 
 use crate::counters::{dec, inc, Counters};
-use crate::ib::debugfs::Entry;
 use crate::ib::netdev::NetDev;
 use crate::ib::udata::UData;
 use crate::ib::udp::PortSockets;
@@ -55,7 +54,7 @@ pub(crate) struct OxeDevice {
     /// User address handles by number.
     pub(crate) ahs: Pin<KBox<Table<Ah>>>,
     /// /sys/kernel/debug/oxe/<name>/, holding one file per MR.
-    pub(crate) debugfs: Option<Entry>,
+    pub(crate) debugfs: Option<kernel::debugfs::Dir>,
     _sockets: PortSockets,
     pub(crate) keys: Pin<KBox<KeyTable<crate::mr::Mr>>>,
     pub(crate) mw_keys: Pin<KBox<KeyTable<crate::mw::Mw>>>,

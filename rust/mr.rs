@@ -527,3 +527,9 @@ pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
     limits::release(&drv.counters, Kind::Mr);
     Ok(())
 }
+
+impl crate::ib::debugfs::Describe for Mr {
+    fn describe(&self, mut w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        Mr::describe(self, &mut w)
+    }
+}

@@ -22,7 +22,6 @@ run_bindgen() { # output extra-bindgen-args...
         --allowlist-function 'oxe_shim_.*' \
         --allowlist-function 'udp_sock_create4|udp_sock_create6|setup_udp_tunnel_sock|udp_tunnel_sock_release' \
         --allowlist-function 'register_netdevice_notifier|unregister_netdevice_notifier|consume_skb' \
-        --allowlist-function 'seq_write|seq_printf|single_open|single_release|seq_read|seq_lseek' \
         --allowlist-type 'netdev_cmd' \
         --opaque-type 'ib_mad_notice_attr.*' \
         "$@" -o "$o" -- "${clang_flags[@]}"

@@ -3,7 +3,6 @@
  * The C API oxe binds: bindgen turns everything reachable from here that the
  * kernel crate does not already bind into rust/bindings/generated.rs.
  */
-#include <linux/debugfs.h>
 #include <linux/netdevice.h>
 #include <linux/inetdevice.h>
 #include <net/addrconf.h>

@@ -8,8 +8,6 @@
 #include <rdma/ib_cache.h>
 #include <net/udp_tunnel.h>
 #include <rdma/rdma_netlink.h>
-#include <linux/debugfs.h>
-#include <linux/seq_file.h>
 #include <linux/uaccess.h>
 #include <linux/if_vlan.h>
 #include <linux/inetdevice.h>
@@ -25,9 +23,6 @@
 #include <net/udp.h>
 #include "shim.h"
 
-/* Implemented in Rust (rust/ib/debugfs.rs): prints one MR's translation. */
-int oxe_rs_mr_show(struct seq_file *m, void *mr);
-int oxe_rs_icrc_show(struct seq_file *m);
 
 struct net *oxe_shim_dev_net(const struct net_device *ndev)
 {
@@ -231,45 +226,6 @@ void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid)
 void oxe_shim_udp_tunnel_close(struct socket *sock)
 {
 	udp_tunnel_sock_release(sock->sk);
-}
-
-static int oxe_mr_show(struct seq_file *m, void *v)
-{
-	return oxe_rs_mr_show(m, m->private);
-}
-
-static int oxe_mr_open(struct inode *inode, struct file *file)
-{
-	return single_open(file, oxe_mr_show, inode->i_private);
-}
-
-static const struct file_operations oxe_mr_fops = {
-	.owner = THIS_MODULE,
-	.open = oxe_mr_open,
-	.read = seq_read,
-	.llseek = seq_lseek,
-	.release = single_release,
-};
-
-/*
- * A read-only file showing @mr. debugfs_remove() waits for readers, so @mr
- * only has to outlive the file.
- */
-struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr)
-{
-	return debugfs_create_file(name, 0400, parent, mr, &oxe_mr_fops);
-}
-
-static int oxe_icrc_show(struct seq_file *m, void *v)
-{
-	return oxe_rs_icrc_show(m);
-}
-DEFINE_SHOW_ATTRIBUTE(oxe_icrc);
-
-/* The ICRC routine chosen at load, with the rates measured (rust/ib/crc.rs). */
-struct dentry *oxe_shim_debugfs_icrc_file(struct dentry *parent)
-{
-	return debugfs_create_file("icrc", 0444, parent, NULL, &oxe_icrc_fops);
 }
 
 /* ---- Data path ---- */
@@ -941,57 +897,39 @@ struct ib_ucontext *oxe_shim_udata_uctx(struct ib_udata *udata)
 }
 
 /*
- * debugfs "gids": the port's GID table as the connection manager looks it up
- * (by GID, type and netdev), for a kernel developer checking why an address
- * does or does not resolve to this device.
+ * One line of debugfs "gids" (rust/ib/debugfs.rs) into @buf: the port's GID
+ * table as the connection manager looks it up (by GID, type and netdev), for
+ * a kernel developer checking why an address does or does not resolve to
+ * this device. Line -1 is the header. Returns the length, 0 for an empty
+ * entry.
  */
-static int oxe_gids_show(struct seq_file *m, void *v)
+int oxe_shim_gid_line(struct ib_device *ib, int i, char *buf, size_t len)
 {
-	struct ib_device *ib = m->private;
+	const struct ib_gid_attr *a, *f;
+	struct net_device *nd;
 	u32 port = 1;
-	int i;
+	int n;
 
-	seq_printf(m, "core_cap_flags %#x ib_cm %d roce %d netns_ok %d\n",
-		   ib->port_data[port].immutable.core_cap_flags, rdma_cap_ib_cm(ib, port),
-		   rdma_protocol_roce(ib, port), rdma_dev_access_netns(ib, &init_net));
-	for (i = 0; i < 16; i++) {
-		const struct ib_gid_attr *a = rdma_get_gid_attr(ib, port, i);
-		const struct ib_gid_attr *f;
-		struct net_device *nd;
-
-		if (IS_ERR(a))
-			continue;
-		rcu_read_lock();
-		nd = rcu_dereference(a->ndev);
-		if (nd)
-			dev_hold(nd);
-		rcu_read_unlock();
-		f = rdma_find_gid_by_port(ib, &a->gid, a->gid_type, port, nd);
-		seq_printf(m, "%2d %pI6 type %d ndev %s lookup %s\n", i, a->gid.raw, a->gid_type,
-			   nd ? nd->name : "-", IS_ERR(f) ? "missing" : "found");
-		if (!IS_ERR(f))
-			rdma_put_gid_attr(f);
-		if (nd)
-			dev_put(nd);
-		rdma_put_gid_attr(a);
-	}
-	return 0;
-}
-
-static int oxe_gids_open(struct inode *inode, struct file *file)
-{
-	return single_open(file, oxe_gids_show, inode->i_private);
-}
-
-static const struct file_operations oxe_gids_fops = {
-	.owner = THIS_MODULE,
-	.open = oxe_gids_open,
-	.read = seq_read,
-	.llseek = seq_lseek,
-	.release = single_release,
-};
-
-struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_device *ib)
-{
-	return debugfs_create_file("gids", 0400, parent, ib, &oxe_gids_fops);
+	if (i < 0)
+		return scnprintf(buf, len, "core_cap_flags %#x ib_cm %d roce %d netns_ok %d\n",
+				 ib->port_data[port].immutable.core_cap_flags,
+				 rdma_cap_ib_cm(ib, port), rdma_protocol_roce(ib, port),
+				 rdma_dev_access_netns(ib, &init_net));
+	a = rdma_get_gid_attr(ib, port, i);
+	if (IS_ERR(a))
+		return 0;
+	rcu_read_lock();
+	nd = rcu_dereference(a->ndev);
+	if (nd)
+		dev_hold(nd);
+	rcu_read_unlock();
+	f = rdma_find_gid_by_port(ib, &a->gid, a->gid_type, port, nd);
+	n = scnprintf(buf, len, "%2d %pI6 type %d ndev %s lookup %s\n", i, a->gid.raw, a->gid_type,
+		      nd ? nd->name : "-", IS_ERR(f) ? "missing" : "found");
+	if (!IS_ERR(f))
+		rdma_put_gid_attr(f);
+	if (nd)
+		dev_put(nd);
+	rdma_put_gid_attr(a);
+	return n;
 }

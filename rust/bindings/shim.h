@@ -50,9 +50,8 @@ unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
 int oxe_shim_dev_mc_add(struct net_device *ndev, const u8 *gid);
 void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
-struct dentry *oxe_shim_debugfs_mr_file(const char *name, struct dentry *parent, void *mr);
-struct dentry *oxe_shim_debugfs_icrc_file(struct dentry *parent);
-struct dentry *oxe_shim_debugfs_gids_file(struct dentry *parent, struct ib_device *ib);
+/* One line of the debugfs "gids" file: -1 the header, else GID entry @i. */
+int oxe_shim_gid_line(struct ib_device *ib, int i, char *buf, size_t len);
 
 
 /* ---- Data path (queues, packets, pages, deferred work) ---- */

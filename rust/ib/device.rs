@@ -19,6 +19,9 @@ struct DevObj {
     /// `None` (all zero bytes, as ib_core hands the memory over) until
     /// registration starts, and again once `dealloc_driver` has dropped it.
     drv: Option<KBox<OxeDevice>>,
+    /// The device's debugfs `gids` file, from registration to dealloc_driver
+    /// (zero bytes: `None`).
+    gids: Option<super::debugfs::GidsFile>,
 }
 
 /// A handle to an oxe ib_device, as passed to callbacks.
@@ -162,11 +165,12 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
         ret = unsafe { b::ib_register_device(ib.as_ptr(), name.as_char_ptr(), ptr::null_mut()) };
     }
     if ret == 0 {
-        if let Ok(drv) = IbDev(ib).drv() {
-            if let Some(dir) = drv.debugfs.as_ref() {
-                // Removed with the directory.
-                core::mem::forget(super::debugfs::Entry::gids_file(dir, ib.as_ptr()));
-            }
+        if let Some(dir) = IbDev(ib).drv().ok().and_then(|drv| drv.debugfs.as_ref()) {
+            // SAFETY: registered; the file goes in dealloc_driver, before
+            // ib_core frees the device.
+            let gids = unsafe { super::debugfs::gids_file(dir, ib) };
+            // SAFETY: no callback touches `gids`; `write` does not drop the zeroed `None`.
+            unsafe { ptr::addr_of_mut!((*obj).gids).write(gids) };
         }
     }
     if ret != 0 {
@@ -186,6 +190,8 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
 pub(super) unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     let obj = ib.cast::<DevObj>();
     // SAFETY: ib_core calls this once, after every other callback has finished.
+    drop(unsafe { (*obj).gids.take() });
+    // SAFETY: as above.
     drop(unsafe { (*obj).drv.take() });
 }
 

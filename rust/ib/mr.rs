@@ -2,7 +2,7 @@
 
 //! The ib_mr objects oxe allocates (ib_core leaves MR allocation to drivers).
 
-use super::debugfs::Entry;
+use super::debugfs::{object_file, ObjectFile};
 use crate::bindings as b;
 use crate::mr::{Mr, MrKeys};
 use kernel::prelude::*;
@@ -13,12 +13,16 @@ use kernel::sync::Arc;
 #[repr(C)]
 struct MrObj {
     ib: b::ib_mr,
-    debugfs: Option<Entry>,
+    debugfs: Option<ObjectFile<Mr>>,
     mr: Arc<Mr>,
 }
 
 /// Allocates the ib_mr for a new MR; ownership passes to ib_core until `free`.
-pub(super) fn alloc(mr: Arc<Mr>, keys: &MrKeys, dir: Option<&Entry>) -> Result<*mut b::ib_mr> {
+pub(super) fn alloc(
+    mr: Arc<Mr>,
+    keys: &MrKeys,
+    dir: Option<&kernel::debugfs::Dir>,
+) -> Result<*mut b::ib_mr> {
     let mut obj = KBox::new(
         MrObj {
             ib: Default::default(),
@@ -29,8 +33,8 @@ pub(super) fn alloc(mr: Arc<Mr>, keys: &MrKeys, dir: Option<&Entry>) -> Result<*
     )?;
     publish(&mut obj.ib, keys);
     let index = crate::oxe_core::Key::from_raw(keys.lkey).index();
-    // The file may point at the MR: `obj` keeps it alive and drops the file first.
-    obj.debugfs = dir.and_then(|d| Entry::mr_file(d, index, &obj.mr));
+    // The file holds a reference to the MR, and goes first when `obj` is freed.
+    obj.debugfs = dir.and_then(|d| object_file(d, index, obj.mr.clone()));
     Ok(KBox::into_raw(obj).cast::<b::ib_mr>())
 }
 
