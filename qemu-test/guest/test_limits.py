@@ -2,8 +2,9 @@
 """The device's limits, as query_device reports them, are what creation
 enforces: one object past the limit fails with ENOMEM, and destroying one
 makes room again. The memory of the queues a process maps is charged to its
-memory cgroup, so that the cgroup's limit bounds it too. Run by suite_limits (suites/hostile.sh) with oxe loaded
-with lowered limits (modprobe oxe max_pd=... ), on device OXE_DEV.
+memory cgroup, so that the cgroup's limit bounds it too. Run by suite_limits
+(suites/hostile.sh) with oxe loaded with lowered limits (modprobe oxe
+max_pd=... ), on device OXE_DEV.
 
 The kernel's own objects (ib_mad's QP1, its CQ and PD) count too: each test
 reads the device's gauge first and expects exactly the rest.
@@ -94,6 +95,9 @@ class QueueMemory(unittest.TestCase):
     """The test process runs in a cgroup of its own, whose memory.current
     shows what is charged to it."""
 
+    ENTRIES = 65536  # the largest CQ
+    RING = ENTRIES * 64  # bytes of its ring (OxeCqe::SIZE each)
+
     def setUp(self):
         if not os.path.exists(f'{CGROUPS}/cgroup.controllers'):
             subprocess.run(['mount', '-t', 'cgroup2', 'none', CGROUPS], check=True)
@@ -124,10 +128,9 @@ class QueueMemory(unittest.TestCase):
             return int(f.read())
 
     def test_cq_ring_is_charged_to_the_cgroup(self):
-        entries = 65536
-        ring = entries * 64  # OxeCqe::SIZE
+        ring = self.RING
         before = self.charged()
-        cq = CQ(self.ctx, entries)
+        cq = CQ(self.ctx, self.ENTRIES)
         grown = self.charged() - before
         # memory.current moves in batches through a per-CPU stock of up to
         # 64 pages (MEMCG_CHARGE_BATCH), both ways: pages an earlier test
@@ -138,20 +141,18 @@ class QueueMemory(unittest.TestCase):
         self.assertGreaterEqual(released, ring - STOCK, 'the charge outlived the CQ')
 
     def test_cq_past_the_cgroups_limit_is_refused(self):
-        entries = 65536
-        ring = entries * 64
         # Room for half the ring: the verb must fail with ENOMEM, not call
         # the OOM killer (which would pick this process).
         with open(f'{self.cg}/memory.max', 'w') as f:
-            f.write(str(self.charged() + ring // 2))
+            f.write(str(self.charged() + self.RING // 2))
         try:
             with self.assertRaises(PyverbsRDMAError) as refused:
-                CQ(self.ctx, entries)
+                CQ(self.ctx, self.ENTRIES)
             self.assertEqual(refused.exception.error_code, errno.ENOMEM)
         finally:
             with open(f'{self.cg}/memory.max', 'w') as f:
                 f.write('max')
-        CQ(self.ctx, entries).close()
+        CQ(self.ctx, self.ENTRIES).close()
 
 
 if __name__ == '__main__':

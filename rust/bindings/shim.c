@@ -371,6 +371,21 @@ void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av)
  * destination address, and that netdev: a packet to an address of this host
  * belongs to that device, which need not be the sender's.
  */
+/*
+ * The RDMA_DRIVER_UNKNOWN device on *@ndev (a reference), or, for a VLAN,
+ * on its real netdev, which *@ndev then becomes: the netdev the device holds.
+ */
+static struct ib_device *oxe_device_on(struct net_device **ndev)
+{
+	struct ib_device *ib = ib_device_get_by_netdev(*ndev, RDMA_DRIVER_UNKNOWN);
+
+	if (!ib && is_vlan_dev(*ndev)) {
+		*ndev = vlan_dev_real_dev(*ndev);
+		ib = ib_device_get_by_netdev(*ndev, RDMA_DRIVER_UNKNOWN);
+	}
+	return ib;
+}
+
 static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *av,
 					 struct net_device **owner)
 {
@@ -385,17 +400,9 @@ static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *a
 		memcpy(&addr, av->dgid + 12, 4);
 		dev = __ip_dev_find(net, addr, false);
 	}
-	/*
-	 * An address on a VLAN belongs to the device on its real netdev, which
-	 * is the netdev that device holds: @dev then outlives our reference.
-	 */
-	if (dev) {
-		ib = ib_device_get_by_netdev(dev, RDMA_DRIVER_UNKNOWN);
-		if (!ib && is_vlan_dev(dev)) {
-			dev = vlan_dev_real_dev(dev);
-			ib = ib_device_get_by_netdev(dev, RDMA_DRIVER_UNKNOWN);
-		}
-	}
+	/* The device holds the netdev it is on: @dev outlives our reference. */
+	if (dev)
+		ib = oxe_device_on(&dev);
 	rcu_read_unlock();
 	*owner = dev;
 	return ib;
@@ -543,11 +550,7 @@ struct net_device *oxe_shim_skb_dev(struct sk_buff *skb)
 
 struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev)
 {
-	struct ib_device *ib = ib_device_get_by_netdev(ndev, RDMA_DRIVER_UNKNOWN);
-
-	if (!ib && is_vlan_dev(ndev))
-		ib = ib_device_get_by_netdev(vlan_dev_real_dev(ndev), RDMA_DRIVER_UNKNOWN);
-	return ib;
+	return oxe_device_on(&ndev);
 }
 
 static struct workqueue_struct *oxe_wq;

@@ -76,13 +76,14 @@ pub(crate) fn device_dir(name: &CStr) -> Option<Dir> {
     ROOT.lock().as_ref().map(|root| root.dir.subdir(name))
 }
 
-/// The file `mr-<index>` in `dir`, showing `obj`.
+/// The file `<kind>-<index>` in `dir` (`mr-3`), showing `obj`.
 pub(crate) fn object_file<T: Describe>(
     dir: &Dir,
+    kind: &str,
     index: u32,
     obj: Arc<T>,
 ) -> Option<ObjectFile<T>> {
-    let name = CString::try_from_fmt(fmt!("mr-{index}")).ok()?;
+    let name = CString::try_from_fmt(fmt!("{kind}-{index}")).ok()?;
     KBox::pin_init(dir.read_only_file(&name, Shown(obj)), GFP_KERNEL).ok()
 }
 

@@ -108,15 +108,14 @@ impl Drop for DevRef {
 
 /// Whether an oxe (or any RDMA_DRIVER_UNKNOWN) device already sits on `ndev`.
 pub(crate) fn exists_on(ndev: &NetDev) -> bool {
-    // SAFETY: the netdev is held (NetDev invariant).
-    let ib =
-        unsafe { b::ib_device_get_by_netdev(ndev.as_ptr(), b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
-    if ib.is_null() {
-        return false;
+    // SAFETY: the netdev is held (NetDev invariant); a reference, or null.
+    unsafe {
+        DevRef::from_raw(b::ib_device_get_by_netdev(
+            ndev.as_ptr(),
+            b::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+        ))
     }
-    // SAFETY: balances the reference ib_device_get_by_netdev took.
-    unsafe { b::ib_device_put(ib) };
-    true
+    .is_some()
 }
 
 /// Allocates, initializes and registers an ib_device named `name` for `drv`,

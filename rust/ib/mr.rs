@@ -34,7 +34,7 @@ pub(super) fn alloc(
     publish(&mut obj.ib, keys);
     let index = crate::oxe_core::Key::from_raw(keys.lkey).index();
     // The file holds a reference to the MR, and goes first when `obj` is freed.
-    obj.debugfs = dir.and_then(|d| object_file(d, index, obj.mr.clone()));
+    obj.debugfs = dir.and_then(|d| object_file(d, "mr", index, obj.mr.clone()));
     Ok(KBox::into_raw(obj).cast::<b::ib_mr>())
 }
 

@@ -20,12 +20,14 @@ use kernel::sync::Arc;
 
 /// The largest slot any queue uses; slots are copied to the stack whole.
 pub(crate) const MAX_SLOT: usize = 1024;
-/// vmalloc_user memory, freed when the last owner (the queue, or the mmap
-/// entry while user space still has it mapped) lets go.
+
+/// Queue memory (`oxe_shim_vmalloc_user`: vmap'd pages, mappable to user
+/// space), freed when the last owner (the queue, or the mmap entry while
+/// user space still has it mapped) lets go.
 ///
 /// # Invariants
 ///
-/// `addr` is a live vmalloc_user allocation, page aligned.
+/// `addr` is a live `oxe_shim_vmalloc_user` allocation, page aligned.
 struct RingMem {
     addr: NonNull<u8>,
 }
@@ -37,7 +39,7 @@ unsafe impl Sync for RingMem {}
 
 impl Drop for RingMem {
     fn drop(&mut self) {
-        // SAFETY: allocated by vmalloc_user, freed once (type invariant).
+        // SAFETY: allocated by oxe_shim_vmalloc_user, freed once (type invariant).
         unsafe { b::oxe_shim_vfree(self.addr.as_ptr().cast()) };
     }
 }
