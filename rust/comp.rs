@@ -5,6 +5,8 @@
 //! in order; ignores acknowledgements for PSNs it never sent (ghosts);
 //! retries on timeout or sequence errors (go-back-N); backs off on RNR NAKs.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::work;
 use crate::oxe_core::abi::OXE_SEND_SIGNALED;

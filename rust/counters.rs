@@ -3,6 +3,8 @@
 //! Device counters, shown in /sys/class/infiniband/<dev>/hw_counters/ and by
 //! `rdma statistic show`: what a kernel developer watches while poking at MRs.
 
+#![deny(unsafe_code)]
+
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
@@ -128,6 +130,10 @@ impl PortCounters {
         }
     }
 }
+
+/// `NAMES` as ib_core's hw counter table.
+pub(crate) static STAT_DESCS: [crate::ib::stats::StatDesc; NAMES.len()] =
+    crate::ib::stats::stat_descs(&NAMES);
 
 impl Counters {
     /// All counters, in `NAMES` order.

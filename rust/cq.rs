@@ -3,6 +3,8 @@
 //! Completion queues: a ring of `OxeCqe` the kernel produces into and the
 //! consumer (the provider, or ib_core's poll for kernel consumers) drains.
 
+#![deny(unsafe_code)]
+
 use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;

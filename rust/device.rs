@@ -2,6 +2,8 @@
 
 //! One oxe device: what it is made of, what it reports, and how it is created.
 
+#![deny(unsafe_code)]
+
 use crate::counters::{dec, inc, Counters};
 use crate::ib::netdev::NetDev;
 use crate::ib::udata::UData;
@@ -13,12 +15,12 @@ use crate::oxe_core::Key;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::str::CStr;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, SetOnce};
 
 use crate::bindings as b;
 use crate::ib::av::Ah;
 use crate::ib::pkt::RxPacket;
-use crate::ib::work::{Drain, DrainOn, RxQueue};
+use crate::ib::work::{self, Drain, DrainOn, RxQueue};
 use crate::mcast::Groups;
 use crate::qp::Qp;
 use crate::table::Table;
@@ -45,8 +47,9 @@ const ROCE_OVERHEAD: u32 = 80;
 /// The state oxe keeps for one device. Field order is drop order: the sockets
 /// go before the netdev reference that keeps their namespace alive.
 pub(crate) struct OxeDevice {
-    /// First: its work is cancelled before anything it uses goes.
-    rxq: Option<RxQueue>,
+    /// Packets sent to this device from its own host; the drain is
+    /// cancelled before anything it uses goes (`owns_work!` below).
+    rxq: SetOnce<RxQueue>,
     /// Live QPs by number.
     pub(crate) qps: Pin<KBox<Table<Qp>>>,
     /// Multicast groups and the UD QPs attached to them.
@@ -67,19 +70,21 @@ pub(crate) struct OxeDevice {
     pub(crate) netdev: NetDev,
 }
 
+work::owns_work!(OxeDevice { rx: rxq });
+
 /// `rdma link add NAME type oxe netdev DEV`.
 pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
     if crate::ib::device::exists_on(&ndev) {
         return Err(EEXIST);
     }
-    let mut drv = KBox::new(
+    let drv = KBox::pin(
         OxeDevice {
-            rxq: None,
+            rxq: SetOnce::new(),
             qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,
             mcast: KBox::pin_init(Groups::new(), GFP_KERNEL)?,
             ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,
             debugfs: crate::ib::debugfs::device_dir(name),
-            _sockets: PortSockets::get(&ndev)?,
+            _sockets: PortSockets::get::<OxeDevice>(&ndev)?,
             keys: KeyTable::new(crate::keys::MR_KEYS)?,
             mw_keys: KeyTable::new(crate::keys::MW_KEYS)?,
             counters: Arc::new(Counters::default(), GFP_KERNEL)?,
@@ -89,9 +94,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
         },
         GFP_KERNEL,
     )?;
-    // SAFETY: the queue is a field of `*drv`, declared first (dropped, so
-    // cancelled, before the rest), and the box does not move its contents.
-    drv.rxq = Some(unsafe { RxQueue::new::<OxeDevice>(&*drv, DrainOn::AnyCpu) }?);
+    work::start_rx_queue(&drv.as_ref(), DrainOn::AnyCpu)?;
     crate::ib::device::register(name, drv)
 }
 
@@ -204,7 +207,7 @@ impl OxeDevice {
     /// the receive work rather than processed here, since the sender holds
     /// its QP's lock and the receiver may be that same QP.
     pub(crate) fn loopback(&self, pkt: RxPacket) {
-        if let Some(q) = &self.rxq {
+        if let Some(q) = self.rxq.as_ref() {
             q.push(pkt);
         }
     }

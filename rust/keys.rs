@@ -14,6 +14,8 @@
 //! for `table.rs`, the receive path looks keys up in softirq, so
 //! process-context users hold softirqs off and store atomically.
 
+#![deny(unsafe_code)]
+
 use crate::ib::error::from_core;
 use crate::ib::lock::BhOff;
 use crate::oxe_core::key::{Key, KeySource};

@@ -6,6 +6,8 @@
 //! out. Module parameters can lower a limit (never raise it), so that a test
 //! can reach it: `modprobe oxe max_qp=8`.
 
+#![deny(unsafe_code)]
+
 use crate::counters::Counters;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;

@@ -5,6 +5,8 @@
 //! `counters/` directory in sysfs (ib_core creates it for devices with a
 //! `process_mad`) and answers a performance manager asking over QP1.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::oxe_core::pma::{self, Answer, MAD_LEN};
 use kernel::prelude::*;

@@ -20,6 +20,8 @@
 //! leaves every group it is in ([`Groups::forget`]) before it waits for
 //! receivers, so that no softirq can hold it afterwards.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::{McFilter, NetDev};

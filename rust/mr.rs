@@ -5,11 +5,14 @@
 //! The rules (IBTA 10.6 and the kernel's ib_check_mr_access) live in
 //! `oxe_core::access`/`oxe_core::rereg`; this file applies them to pinned pages.
 
+#![deny(unsafe_code)]
+
 use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
 use crate::ib::device::IbDev;
 use crate::ib::error::from_core;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::mr::{MrInfo, MrKeys, Rereg};
 use crate::ib::objects::PdId;
 use crate::ib::umem::Umem;
 use crate::limits::{self, Kind};
@@ -76,7 +79,7 @@ struct Pinned {
 
 impl Pinned {
     fn pin(
-        dev: IbDev,
+        dev: IbDev<OxeDevice>,
         counters: &Arc<Counters>,
         start: u64,
         len: u64,
@@ -102,45 +105,14 @@ impl Drop for Pinned {
     }
 }
 
-/// What ib_core and userspace learn about an MR after reg or rereg.
-pub(crate) struct MrKeys {
-    pub(crate) lkey: u32,
-    pub(crate) rkey: u32,
-    pub(crate) iova: u64,
-    pub(crate) length: u64,
-    pub(crate) page_size: u32,
-}
-
-impl MrKeys {
-    /// The driver-private part of the reg and rereg replies: the same for
-    /// every MR, so a verb can write it before it changes anything.
-    pub(crate) fn resp() -> [u8; OxeRegMrResp::SIZE] {
-        OxeRegMrResp {
-            page_shift: PAGE_SHIFT as u32,
-            reserved: 0,
-        }
-        .to_bytes()
+/// The driver-private part of the reg and rereg replies: the same for
+/// every MR, so a verb can write it before it changes anything.
+pub(crate) fn reply() -> [u8; OxeRegMrResp::SIZE] {
+    OxeRegMrResp {
+        page_shift: PAGE_SHIFT as u32,
+        reserved: 0,
     }
-}
-
-/// A rereg request as uverbs passes it.
-pub(crate) struct Rereg {
-    pub(crate) flags: u32,
-    pub(crate) start: u64,
-    pub(crate) length: u64,
-    pub(crate) iova: u64,
-    pub(crate) access: u32,
-    pub(crate) pd: PdId,
-}
-
-/// An MR's internals, for `rdma resource show mr` and debugfs.
-pub(crate) struct MrInfo {
-    pub(crate) pages: u32,
-    pub(crate) page_size: u32,
-    pub(crate) pinned: bool,
-    pub(crate) pinned_writable: bool,
-    pub(crate) key_index: u32,
-    pub(crate) access: u32,
+    .to_bytes()
 }
 
 impl crate::keys::Keyed for Mr {
@@ -386,7 +358,7 @@ fn translation(start: u64, iova: u64, length: u64) -> Result<Range> {
 /// `[iova, iova+length)` for the device.
 pub(crate) fn reg_user(
     drv: &OxeDevice,
-    dev: IbDev,
+    dev: IbDev<OxeDevice>,
     pd: PdId,
     start: u64,
     length: u64,
@@ -403,7 +375,7 @@ pub(crate) fn reg_user(
 /// [`reg_user`] once the MR is counted against the device's limit.
 fn reg_admitted(
     drv: &OxeDevice,
-    dev: IbDev,
+    dev: IbDev<OxeDevice>,
     pd: PdId,
     start: u64,
     length: u64,
@@ -436,7 +408,12 @@ fn reg_admitted(
 
 /// ibv_rereg_mr, in place. Every check and the new pin happen before anything
 /// changes, so a failed rereg leaves the MR exactly as it was (and deregisterable).
-pub(crate) fn rereg_user(drv: &OxeDevice, dev: IbDev, mr: &Arc<Mr>, req: &Rereg) -> Result<MrKeys> {
+pub(crate) fn rereg_user(
+    drv: &OxeDevice,
+    dev: IbDev<OxeDevice>,
+    mr: &Arc<Mr>,
+    req: &Rereg,
+) -> Result<MrKeys> {
     // uverbs refuses a rereg without flags before it gets here, and clears
     // CHANGE_PD when the PD named is the MR's own: a request that asked
     // for nothing else is then a no-op, which mlx5 also treats as success.
@@ -526,10 +503,4 @@ pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
     inc(&drv.counters.mr_dereg);
     limits::release(&drv.counters, Kind::Mr);
     Ok(())
-}
-
-impl crate::ib::debugfs::Describe for Mr {
-    fn describe(&self, mut w: &mut dyn core::fmt::Write) -> core::fmt::Result {
-        Mr::describe(self, &mut w)
-    }
 }

@@ -16,8 +16,11 @@
 //! (the MR counts its windows). Binds and invalidates run in the send queue's
 //! order, from the requester, and their failures are work completion errors.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::mw::MwType;
 use crate::ib::objects::PdId;
 use crate::limits::{self, Kind};
 use crate::mr::{Denied, Mr, SUPPORTED_ACCESS};
@@ -26,23 +29,6 @@ use crate::oxe_core::{Access, AccessOp, Range};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-/// `IB_MW_TYPE_1` and `IB_MW_TYPE_2`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MwType {
-    One,
-    Two,
-}
-
-impl MwType {
-    pub(crate) fn from_ib(ty: u32) -> Option<Self> {
-        match ty {
-            1 => Some(MwType::One),
-            2 => Some(MwType::Two),
-            _ => None,
-        }
-    }
-}
 
 /// A QP as a type 2 window remembers it: its number and the incarnation
 /// that number belonged to, so a later QP reusing the number is not it.

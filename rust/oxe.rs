@@ -4,7 +4,8 @@
 //!
 //! This is the module root: it registers the `oxe` rdma link type and the
 //! netdev notifier, and on unload removes every oxe device. Each concern has a
-//! file of its own: `device.rs` (attributes, creation), `mr.rs` (memory
+//! file of its own: `verbs.rs` (every verb oxe offers, the entry from
+//! ib_core), `device.rs` (attributes, creation), `mr.rs` (memory
 //! registration), `keys.rs` (lkey/rkey table),
 //! `counters.rs`, `mad.rs` (the port's PerfMgmt agent); the data path: `cq.rs`, `qp.rs`, `srq.rs`,
 //! `req.rs` (requester), `comp.rs` (completer), `resp.rs` (responder), `recv.rs`
@@ -35,6 +36,7 @@ mod resp;
 mod srq;
 mod table;
 mod tx;
+mod verbs;
 mod wr;
 mod xfer;
 
@@ -81,8 +83,8 @@ impl kernel::Module for OxeModule {
         ib::work::init()?;
         ib::crc::calibrate();
         ib::debugfs::init_root();
-        let notifier = ib::netdev::Notifier::register()?;
-        let link = ib::link::LinkOps::register()?;
+        let notifier = ib::netdev::Notifier::register::<device::OxeDevice>()?;
+        let link = ib::link::LinkOps::register::<device::OxeDevice>(c"oxe")?;
         pr_info!("loaded\n");
         Ok(OxeModule {
             link: Some(link),

@@ -10,6 +10,8 @@
 //! Kernel consumers post from any context; they only write the rings
 //! (under an irq-safe lock) and kick the work item.
 
+#![deny(unsafe_code)]
+
 use crate::cq::Cq;
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
@@ -19,8 +21,8 @@ use crate::ib::kmem::KernelToken;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhBackend};
 use crate::ib::objects::PdId;
 use crate::ib::pkt::TxQueue;
-use crate::ib::qp::QpHandle;
-use crate::ib::queue::{Ring, Uctx};
+use crate::ib::qp::{QpAttr, QpCaps, QpHandle, QpInit};
+use crate::ib::queue::Ring;
 use crate::ib::work::{self, Drain, DrainOn, RxQueue, Work, WorkFn};
 use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge};
@@ -51,39 +53,6 @@ pub(crate) const MAX_RD_ATOMIC: u32 = 128;
 pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
 /// The Q_Key of QP1 (IBTA 13.4.6.1... the GSI's well-known Q_Key).
 pub(crate) const GSI_QKEY: u32 = 0x8001_0000;
-
-/// `ib_qp_attr`, as far as oxe keeps it.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct QpAttr {
-    pub(crate) state: u32,
-    pub(crate) cur_state: u32,
-    pub(crate) access: u32,
-    pub(crate) pkey_index: u16,
-    pub(crate) port: u8,
-    pub(crate) qkey: u32,
-    pub(crate) av: Option<Av>,
-    /// `enum ib_mtu` (1 = 256 ... 5 = 4096).
-    pub(crate) path_mtu: u32,
-    pub(crate) timeout: u8,
-    pub(crate) retry_cnt: u8,
-    pub(crate) rnr_retry: u8,
-    pub(crate) rq_psn: u32,
-    pub(crate) sq_psn: u32,
-    pub(crate) max_rd_atomic: u8,
-    pub(crate) max_dest_rd_atomic: u8,
-    pub(crate) min_rnr_timer: u8,
-    pub(crate) dest_qpn: u32,
-}
-
-/// Requested capacities; on return, what was granted.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct QpCaps {
-    pub(crate) max_send_wr: u32,
-    pub(crate) max_recv_wr: u32,
-    pub(crate) max_send_sge: u32,
-    pub(crate) max_recv_sge: u32,
-    pub(crate) max_inline: u32,
-}
 
 /// A send work request in flight (RC) or being sent (UD).
 pub(crate) struct Pending {
@@ -278,13 +247,14 @@ struct KernelPost {
     rq: u32,
 }
 
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct Qp {
-    /// First, so it is cancelled before anything it uses is dropped.
+    /// The work item (timers, flushes, the requester); cancelled before
+    /// anything of the QP is dropped (`owns_work!` below).
     work: SetOnce<Work>,
     /// Received packets left for another CPU (see `recv.rs`), and how
-    /// many of them are not processed yet. Declared early: dropping it
-    /// cancels its drain, which uses the rest.
+    /// many of them are not processed yet. Its drain is cancelled as the
+    /// work item is.
     pub(crate) backlog: SetOnce<RxQueue>,
     pub(crate) backlogged: AtomicU32,
     /// A READ is being answered (`Resp::read`): the packets that follow it
@@ -307,7 +277,7 @@ pub(crate) struct Qp {
     uid: u64,
     pub(crate) ty: QpType,
     pub(crate) pd: PdId,
-    pub(crate) dev: IbDev,
+    pub(crate) dev: IbDev<OxeDevice>,
     pub(crate) send_cq: Arc<Cq>,
     pub(crate) recv_cq: Arc<Cq>,
     pub(crate) srq: Option<Arc<Srq>>,
@@ -364,19 +334,7 @@ impl core::ops::DerefMut for QpLock<'_> {
     }
 }
 
-/// What `create_qp` needs.
-pub(crate) struct QpInit {
-    pub(crate) ty: QpType,
-    pub(crate) pd: PdId,
-    pub(crate) send_cq: Arc<Cq>,
-    pub(crate) recv_cq: Arc<Cq>,
-    pub(crate) srq: Option<Arc<Srq>>,
-    pub(crate) caps: QpCaps,
-    pub(crate) sq_sig_all: bool,
-    pub(crate) uctx: Option<Uctx>,
-    pub(crate) kernel: Option<KernelToken>,
-    pub(crate) handle: QpHandle,
-}
+work::owns_work!(pinned Qp { work: work, rx: backlog });
 
 impl WorkFn for Qp {
     fn run(&self) {
@@ -391,7 +349,11 @@ impl Drain for Qp {
 }
 
 impl Qp {
-    pub(crate) fn create(drv: &OxeDevice, dev: IbDev, init: QpInit) -> Result<Arc<Qp>> {
+    pub(crate) fn create(
+        drv: &OxeDevice,
+        dev: IbDev<OxeDevice>,
+        init: QpInit<OxeDevice>,
+    ) -> Result<Arc<Qp>> {
         let c = init.caps;
         if c.max_send_wr > MAX_WR
             || c.max_recv_wr > MAX_WR
@@ -470,13 +432,8 @@ impl Qp {
             }),
             GFP_KERNEL,
         )?;
-        // SAFETY: the work is a field of `*qp`, declared first, and `qp`
-        // lives in an Arc allocation that does not move.
-        let w = unsafe { Work::new::<Qp>(&*qp) }?;
-        qp.work.populate(w);
-        // SAFETY: as for the work.
-        let b = unsafe { RxQueue::new::<Qp>(&*qp, DrainOn::OtherCpu) }?;
-        qp.backlog.populate(b);
+        work::start_work(&qp)?;
+        work::start_rx_queue(&qp, DrainOn::OtherCpu)?;
         let qpn = if init.ty == QpType::Gsi {
             drv.qps.insert_at(1, &qp)?;
             1

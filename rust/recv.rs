@@ -6,6 +6,8 @@
 //! multicast group goes to every QP attached to it. Anything malformed is
 //! dropped and counted, never trusted further.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
 use crate::ib::pkt::{RxPacket, ICRC_LEN};

@@ -4,6 +4,8 @@
 //! into packets, within the packet and read windows, and resends from where
 //! the completer (`comp.rs`) rewinds it to.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
 use crate::ib::work;

@@ -5,6 +5,8 @@
 //! rkeys with every access checked, duplicate handling, ACK/NAK
 //! generation; and UD/GSI datagram receive with the GRH.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
 use crate::ib::qp::QpEvent;

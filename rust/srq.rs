@@ -4,6 +4,8 @@
 //! draw from, with the limit event IBTA 10.2.9.3 describes, and resizing
 //! (modify_srq with IB_SRQ_MAX_WR).
 
+#![deny(unsafe_code)]
+
 use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
@@ -168,21 +170,19 @@ impl Srq {
         }
     }
 
-    /// Kernel consumers' ib_post_srq_recv: copies WQEs into the ring.
-    pub(crate) fn post_kernel(&self, wqes: &[(OxeRecvWqe, KVec<OxeSge>)]) -> Result {
+    /// A kernel consumer's ib_post_srq_recv: copies one WQE into the ring.
+    pub(crate) fn post_kernel(&self, w: &OxeRecvWqe, sges: &[OxeSge]) -> Result {
         let mut q = self.q.irq();
         let (prod, ring) = q.parts();
-        for (w, sges) in wqes {
-            if prod.wrapping_sub(ring.consumer()) >= ring.num_slots() {
-                return Err(ENOMEM);
-            }
-            if sges.len() > self.max_sge as usize {
-                return Err(EINVAL);
-            }
-            write_recv_slot(ring, *prod, w, sges);
-            *prod = prod.wrapping_add(1);
-            ring.set_producer(*prod);
+        if prod.wrapping_sub(ring.consumer()) >= ring.num_slots() {
+            return Err(ENOMEM);
         }
+        if sges.len() > self.max_sge as usize {
+            return Err(EINVAL);
+        }
+        write_recv_slot(ring, *prod, w, sges);
+        *prod = prod.wrapping_add(1);
+        ring.set_producer(*prod);
         Ok(())
     }
 

@@ -9,6 +9,8 @@
 //! use of the XArray's lock holds softirqs off ([`BhOff`]), and stores
 //! allocate atomically (they cannot sleep there).
 
+#![deny(unsafe_code)]
+
 use crate::ib::lock::BhOff;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};

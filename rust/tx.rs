@@ -5,6 +5,8 @@
 //! straight to the device's receive queue (the kernel would deliver it to
 //! `lo`, where no oxe device listens).
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
 use crate::ib::pkt::{TxPacket, TxQueue, ICRC_LEN};
@@ -108,7 +110,7 @@ pub(crate) fn transmit<E>(
         .port
         .sent(total, crate::oxe_core::gid::is_multicast(&av.dgid));
     if pkt.is_local() {
-        crate::ib::device::loop_back(pkt);
+        crate::ib::device::loop_back::<crate::device::OxeDevice>(pkt);
     } else {
         out.push(pkt);
     }

@@ -3,6 +3,8 @@
 //! Work requests and completions as the data path handles them: decoded
 //! from ring slots (untrusted bytes), and the completion entries it writes.
 
+#![deny(unsafe_code)]
+
 use crate::ib::queue::Ring;
 use crate::oxe_core::abi::{OxeCqe, OxeRecvWqe, OxeSendWqe, OxeSge, OXE_SEND_INLINE};
 use kernel::prelude::*;

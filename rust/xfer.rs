@@ -12,6 +12,8 @@
 //! an MR deregistered mid-operation keeps its pages pinned until the
 //! operation lets go, and is not found by the next one.
 
+#![deny(unsafe_code)]
+
 use crate::device::OxeDevice;
 use crate::ib::kmem::KernelToken;
 use crate::ib::objects::PdId;

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Address handle verbs. User AHs get a number (in the device's table) that
+//! Address handle verbs. User AHs get a number (from the driver) that
 //! send WQEs carry; kernel AHs are found through the ib_ah itself, since
 //! they may be created in atomic context.
 
 use super::av::Ah;
-use super::device::IbDev;
+use super::driver::Driver;
 use super::error::to_c_int;
 use super::objects::{Obj, PdId};
+use super::ops::dev_of;
 use super::udata::UData;
 use crate::bindings as b;
 use crate::oxe_core::abi::OxeCreateAhResp;
@@ -33,15 +34,14 @@ pub(super) unsafe fn get<'a>(ibah: *mut b::ib_ah) -> Option<&'a Arc<Ah>> {
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn create_ah(
+pub(super) unsafe extern "C" fn create_ah<D: Driver>(
     ibah: *mut b::ib_ah,
     init: *mut b::rdma_ah_init_attr,
     udata: *mut b::ib_udata,
 ) -> c_int {
     let r = (|| {
         // SAFETY: a core-allocated AH of this device.
-        let dev = unsafe { IbDev::from_raw((*ibah).device) }.ok_or(ENODEV)?;
-        let drv = dev.drv()?;
+        let (_, drv) = unsafe { dev_of::<D>((*ibah).device) }?;
         // SAFETY: ib_core's attributes for the call.
         let av = super::qp::av_of(unsafe { &*(*init).ah_attr }).ok_or(EINVAL)?;
         // Kernel AHs may be created in atomic context.
@@ -55,14 +55,14 @@ pub(super) unsafe extern "C" fn create_ah(
         let ah = Arc::new(Ah { av, pd }, flags)?;
         let mut num = 0;
         if !udata.is_null() {
-            num = drv.ahs.insert(&ah, crate::ib::random_u32())?;
+            num = drv.add_user_ah(&ah)?;
             let resp = OxeCreateAhResp {
                 ah_num: num,
                 reserved: 0,
             };
             // SAFETY: the call's udata.
             if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
-                drv.ahs.remove(num);
+                drv.remove_user_ah(num);
                 return Err(e);
             }
         }
@@ -76,14 +76,12 @@ pub(super) unsafe extern "C" fn create_ah(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
-    // SAFETY: an oxe AH, destroyed once.
+pub(super) unsafe extern "C" fn destroy_ah<D: Driver>(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
+    // SAFETY: an AH of this driver, destroyed once.
     let num = unsafe { AhObj::extra(ibah) };
     // SAFETY: as above.
-    if let Some(dev) = unsafe { IbDev::from_raw((*ibah).device) } {
-        if let (Ok(drv), true) = (dev.drv(), num != 0) {
-            drv.ahs.remove(num);
-        }
+    if let (Ok((_, drv)), true) = (unsafe { dev_of::<D>((*ibah).device) }, num != 0) {
+        drv.remove_user_ah(num);
     }
     // SAFETY: as above.
     drop(unsafe { AhObj::take(ibah) });

@@ -3,23 +3,20 @@
 //! CQ verbs: create (user rings mapped, kernel rings not), destroy, poll for
 //! kernel consumers, and arming.
 
-use super::device::IbDev;
+use super::driver::{CqOps, Driver, QpOps};
 use super::error::to_c_int;
 use super::objects::Obj;
-use super::queue::Uctx;
+use super::ops::dev_of;
 use super::udata::UData;
 use crate::bindings as b;
-use crate::cq::Cq;
-use crate::oxe_core::abi::{
-    OxeCqe, OxeCreateCqResp, OxeResizeCqResp, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV,
-};
+use crate::oxe_core::abi::{OxeCqe, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
 use core::ptr::NonNull;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 /// The memory ib_core allocates for a CQ.
-pub(super) type CqObj = Obj<b::ib_cq, Cq>;
+pub(super) type CqObj<D> = Obj<b::ib_cq, <D as Driver>::Cq>;
 
 /// The ib_cq behind a CQ, for completion and async events.
 ///
@@ -46,49 +43,40 @@ impl CqHandle {
     }
 }
 
-/// The CQ behind an ib_cq oxe created.
+/// The CQ behind an ib_cq of driver `D`.
 ///
 /// # Safety
 ///
-/// `ibcq` is an oxe CQ ib_core keeps alive for the call.
-pub(crate) unsafe fn get<'a>(ibcq: *mut b::ib_cq) -> Option<&'a Arc<Cq>> {
+/// `ibcq` is a CQ of `D` that ib_core keeps alive for the call.
+pub(super) unsafe fn get<'a, D: Driver>(ibcq: *mut b::ib_cq) -> Option<&'a Arc<D::Cq>> {
     // SAFETY: caller contract.
-    unsafe { CqObj::get(ibcq) }
+    unsafe { CqObj::<D>::get(ibcq) }
 }
 
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn create_cq(
+pub(super) unsafe extern "C" fn create_cq<D: Driver>(
     ibcq: *mut b::ib_cq,
     attr: *const b::ib_cq_init_attr,
     attrs: *mut b::uverbs_attr_bundle,
 ) -> c_int {
     let r = (|| {
         // SAFETY: a core-allocated CQ of this device.
-        let dev = unsafe { IbDev::from_raw((*ibcq).device) }.ok_or(ENODEV)?;
-        let drv = dev.drv()?;
+        let (_, drv) = unsafe { dev_of::<D>((*ibcq).device) }?;
         // SAFETY: ib_core's attributes for the call.
         let attr = unsafe { &*attr };
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
         }
         // SAFETY: attrs is null for kernel consumers, else the call's bundle.
-        let udata = unsafe { b::oxe_shim_attrs_udata(attrs) };
-        // SAFETY: as above.
-        let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
+        let udata = unsafe { UData::new(b::oxe_shim_attrs_udata(attrs)) };
         let handle = CqHandle(NonNull::new(ibcq).ok_or(EINVAL)?);
-        let cq = Cq::new(&drv.counters, uctx, attr.cqe, handle)?;
-        let resp = OxeCreateCqResp { cq: cq.map() };
-        // SAFETY: the call's udata (or null).
-        if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
-            cq.destroy();
-            return Err(e);
-        }
+        let cq = D::Cq::create(drv, attr.cqe, handle, &udata)?;
         // SAFETY: core-allocated and zeroed; we own the driver part.
         unsafe {
             (*ibcq).cqe = cq.capacity() as c_int;
-            CqObj::set(ibcq, cq, ());
+            CqObj::<D>::set(ibcq, cq, ());
         }
         Ok(())
     })();
@@ -98,50 +86,32 @@ pub(super) unsafe extern "C" fn create_cq(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: an oxe CQ; ib_core calls destroy once, with no QP left on it.
-    if let Some(cq) = unsafe { CqObj::take(ibcq) } {
+pub(super) unsafe extern "C" fn destroy_cq<D: Driver>(
+    ibcq: *mut b::ib_cq,
+    _udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: a CQ of `D`; ib_core calls destroy once, with no QP left on it.
+    if let Some(cq) = unsafe { CqObj::<D>::take(ibcq) } {
         cq.destroy();
     }
     0
 }
 
-/// ib_core's `resize_user_cq` (uverbs' RESIZE_CQ; kernel consumers have no
-/// resize verb, but a null udata is handled like theirs all the same). The
-/// new ring is allocated and, for user space, described in the reply before
-/// the CQ moves to it: the move is the last step, so a refusal changes
-/// nothing. The provider maps the new ring once this returns.
+/// ib_core's `resize_user_cq`.
 ///
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn resize_cq(
+pub(super) unsafe extern "C" fn resize_cq<D: Driver>(
     ibcq: *mut b::ib_cq,
     cqe: kernel::ffi::c_uint,
     udata: *mut b::ib_udata,
 ) -> c_int {
     let r = (|| {
-        // SAFETY: an oxe CQ, held by uverbs for the call.
-        let cq = unsafe { get(ibcq) }.ok_or(EINVAL)?;
+        // SAFETY: a CQ of `D`, held by uverbs for the call.
+        let cq = unsafe { get::<D>(ibcq) }.ok_or(EINVAL)?;
         // SAFETY: the call's udata, or null.
-        let udata = unsafe { UData::new(udata) };
-        // Without room for the reply, user space would go on reading a
-        // ring the kernel no longer writes.
-        if !udata.has_room(OxeResizeCqResp::SIZE) {
-            return Err(EINVAL);
-        }
-        // A size below what the CQ holds fails before anything is allocated
-        // (and again under the locks, where it counts).
-        if cqe < cq.outstanding() {
-            return Err(EINVAL);
-        }
-        let new = Cq::new_ring(udata.uctx(), cqe)?;
-        let capacity = new.num_slots();
-        udata.respond(&OxeResizeCqResp { cq: new.map() }.to_bytes())?;
-        let (r, unused) = cq.resize(new);
-        // Out of the CQ's locks: dropping a ring may sleep.
-        drop(unused);
-        r?;
+        let capacity = cq.resize(cqe, &unsafe { UData::new(udata) })?;
         // SAFETY: the CQ's ib_cq, which uverbs reads back for its reply.
         unsafe { (*ibcq).cqe = capacity as c_int };
         Ok(())
@@ -166,20 +136,19 @@ fn wc_flags(f: u32) -> c_int {
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn poll_cq(
+pub(super) unsafe extern "C" fn poll_cq<D: Driver>(
     ibcq: *mut b::ib_cq,
     num: c_int,
     wc: *mut b::ib_wc,
 ) -> c_int {
-    // SAFETY: an oxe CQ kept alive for the call.
-    let Some(cq) = (unsafe { get(ibcq) }) else {
+    // SAFETY: a CQ of `D` kept alive for the call.
+    let Some(cq) = (unsafe { get::<D>(ibcq) }) else {
         return 0;
     };
     // SAFETY: as above.
-    let Some(dev) = (unsafe { IbDev::from_raw((*ibcq).device) }) else {
+    let Ok((_, drv)) = (unsafe { dev_of::<D>((*ibcq).device) }) else {
         return 0;
     };
-    let Ok(drv) = dev.drv() else { return 0 };
     let max = usize::try_from(num).unwrap_or(0);
     let mut i = 0usize;
     let mut batch = [OxeCqe::default(); 16];
@@ -188,10 +157,10 @@ pub(super) unsafe extern "C" fn poll_cq(
         let got = cq.poll(&mut batch[..want]);
         for c in &batch[..got] {
             // A completion of a QP that is gone has no ib_qp to report.
-            let Some(qp) = drv.qps.get(c.qp_num) else {
+            let Some(qp) = drv.qp(c.qp_num) else {
                 continue;
             };
-            let Some(ibqp) = qp.ib_ptr() else {
+            let Some(ibqp) = qp.with_handle(|h| h.as_ptr()) else {
                 continue;
             };
             // SAFETY: ib_core passes room for `num` entries; i < num.
@@ -226,12 +195,12 @@ pub(super) unsafe extern "C" fn poll_cq(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn req_notify_cq(
+pub(super) unsafe extern "C" fn req_notify_cq<D: Driver>(
     ibcq: *mut b::ib_cq,
     flags: b::ib_cq_notify_flags,
 ) -> c_int {
-    // SAFETY: an oxe CQ kept alive for the call.
-    let Some(cq) = (unsafe { get(ibcq) }) else {
+    // SAFETY: a CQ of `D` kept alive for the call.
+    let Some(cq) = (unsafe { get::<D>(ibcq) }) else {
         return 0;
     };
     let solicited =

@@ -1,61 +1,70 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The ib_device that ib_core allocates for each oxe device, and its lifecycle:
+//! The ib_device that ib_core allocates for each device of the driver, and its lifecycle:
 //! register on `rdma link add`, unregister on link delete, netdev removal or rmmod.
 
+use super::driver::Driver;
 use super::netdev::{NetDev, NetEvent};
 use super::udp::NetNs;
 use crate::bindings as b;
-use crate::device::OxeDevice;
+use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
 use kernel::prelude::*;
 use kernel::str::CStr;
 
-/// The memory ib_core allocates for an oxe device: ib_device first (ib_core
+/// The memory ib_core allocates for a device: ib_device first (ib_core
 /// requires it at offset 0), then oxe's own state.
 #[repr(C)]
-struct DevObj {
+struct DevObj<D> {
     ib: b::ib_device,
     /// `None` (all zero bytes, as ib_core hands the memory over) until
     /// registration starts, and again once `dealloc_driver` has dropped it.
-    drv: Option<KBox<OxeDevice>>,
+    /// Pinned: work items of the driver's point into it.
+    drv: Option<Pin<KBox<D>>>,
     /// The device's debugfs `gids` file, from registration to dealloc_driver
     /// (zero bytes: `None`).
     gids: Option<super::debugfs::GidsFile>,
 }
 
-/// A handle to an oxe ib_device, as passed to callbacks.
+/// A handle to an ib_device of driver `D`, as passed to callbacks.
 ///
 /// # Invariants
 ///
-/// `self.0` points to the `ib` field of a live `DevObj`. Handles exist only
-/// inside ib_core callbacks and registration, during which ib_core keeps the
-/// device allocated.
-#[derive(Clone, Copy)]
-pub(crate) struct IbDev(NonNull<b::ib_device>);
+/// `self.0` points to the `ib` field of a live `DevObj<D>`. Handles exist
+/// only inside ib_core callbacks and registration, and in objects of the
+/// device (which ib_core destroys before it frees the device).
+pub(crate) struct IbDev<D>(NonNull<b::ib_device>, PhantomData<fn() -> D>);
+
+impl<D> Clone for IbDev<D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D> Copy for IbDev<D> {}
 
 // SAFETY: ib_device is shared by design; ib_core serializes what needs it.
-unsafe impl Send for IbDev {}
+unsafe impl<D> Send for IbDev<D> {}
 // SAFETY: as above.
-unsafe impl Sync for IbDev {}
+unsafe impl<D> Sync for IbDev<D> {}
 
-impl IbDev {
+impl<D: Driver> IbDev<D> {
     /// # Safety
     ///
-    /// `p` must be an oxe device (allocated by `register`) that stays allocated
-    /// while the handle is used.
+    /// `p` must be a device of driver `D` (allocated by `register::<D>`)
+    /// that stays allocated while the handle is used.
     pub(super) unsafe fn from_raw(p: *mut b::ib_device) -> Option<Self> {
-        NonNull::new(p).map(IbDev)
+        NonNull::new(p).map(|p| IbDev(p, PhantomData))
     }
 
     pub(super) fn as_ptr(self) -> *mut b::ib_device {
         self.0.as_ptr()
     }
 
-    /// oxe's state of this device; `ENODEV` outside registration..dealloc.
-    pub(crate) fn drv<'a>(self) -> Result<&'a OxeDevice> {
-        let obj = self.0.as_ptr().cast::<DevObj>();
-        // SAFETY: a live DevObj (type invariant); `drv` only changes during
+    /// The driver's state of this device; `ENODEV` outside registration..dealloc.
+    pub(crate) fn drv<'a>(self) -> Result<&'a D> {
+        let obj = self.0.as_ptr().cast::<DevObj<D>>();
+        // SAFETY: a live DevObj<D> (type invariant); `drv` only changes during
         // registration and dealloc_driver, when no other callback runs.
         unsafe { (*obj).drv.as_deref() }.ok_or(ENODEV)
     }
@@ -87,15 +96,16 @@ impl DevRef {
     }
 
     /// The device, if this module owns it: another driver might also
-    /// register as RDMA_DRIVER_UNKNOWN.
-    fn ours(&self) -> Option<IbDev> {
+    /// register as RDMA_DRIVER_UNKNOWN. A module has one driver type, so
+    /// every device it owns is a `D`'s.
+    fn ours<D: Driver>(&self) -> Option<IbDev<D>> {
         // SAFETY: we hold a reference (type invariant).
         let owner = unsafe { (*self.0.as_ptr()).ops.owner };
         core::ptr::eq(
             owner,
-            <crate::OxeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+            <D::Module as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
         )
-        .then_some(IbDev(self.0))
+        .then_some(IbDev(self.0, PhantomData))
     }
 }
 
@@ -119,20 +129,20 @@ pub(crate) fn exists_on(ndev: &NetDev) -> bool {
 }
 
 /// Allocates, initializes and registers an ib_device named `name` for `drv`,
-/// on `drv.netdev`.
-pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
-    let ndev: *const NetDev = &drv.netdev;
+/// on its netdev.
+pub(crate) fn register<D: Driver>(name: &CStr, drv: Pin<KBox<D>>) -> Result {
+    let ndev: *const NetDev = drv.netdev();
     // SAFETY: `drv` (a heap allocation that does not move) is handed to the
     // ib_device below and freed only by dealloc_driver; `ndev` is used only up
     // to ib_register_device, before any path that could run dealloc_driver.
     let ndev = unsafe { &*ndev };
-    let node_guid = drv.guid;
+    let node_guid = drv.node_guid();
     // SAFETY: the size covers DevObj, whose first field is the ib_device; the
     // device is created in the netdev's namespace, which the held netdev keeps alive.
     let raw =
-        unsafe { b::_ib_alloc_device(core::mem::size_of::<DevObj>(), NetNs::of(ndev).as_ptr()) };
+        unsafe { b::_ib_alloc_device(core::mem::size_of::<DevObj<D>>(), NetNs::of(ndev).as_ptr()) };
     let ib = NonNull::new(raw).ok_or(ENOMEM)?;
-    let obj = ib.as_ptr().cast::<DevObj>();
+    let obj = ib.as_ptr().cast::<DevObj<D>>();
     // SAFETY: fresh zeroed memory of DevObj's size; `write` does not drop the
     // all-zero `None` it replaces.
     unsafe { ptr::addr_of_mut!((*obj).drv).write(Some(drv)) };
@@ -152,7 +162,7 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
     // REQ_NOTIFY_CQ (arming, for completion channels).
     dev.uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
         | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
-    let ops = super::verbs::device_ops();
+    let ops = super::ops::device_ops::<D>();
     // SAFETY: `ib_set_device_ops` copies the table; `ops` may die afterwards.
     unsafe { b::ib_set_device_ops(ib.as_ptr(), &ops) };
 
@@ -164,7 +174,8 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
         ret = unsafe { b::ib_register_device(ib.as_ptr(), name.as_char_ptr(), ptr::null_mut()) };
     }
     if ret == 0 {
-        if let Some(dir) = IbDev(ib).drv().ok().and_then(|drv| drv.debugfs.as_ref()) {
+        let dev = IbDev::<D>(ib, PhantomData);
+        if let Some(dir) = dev.drv().ok().and_then(|drv| drv.debugfs()) {
             // SAFETY: registered; the file goes in dealloc_driver, before
             // ib_core frees the device.
             let gids = unsafe { super::debugfs::gids_file(dir, ib) };
@@ -186,8 +197,8 @@ pub(crate) fn register(name: &CStr, drv: KBox<OxeDevice>) -> Result {
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
-    let obj = ib.cast::<DevObj>();
+pub(super) unsafe extern "C" fn dealloc_driver<D: Driver>(ib: *mut b::ib_device) {
+    let obj = ib.cast::<DevObj<D>>();
     // SAFETY: ib_core calls this once, after every other callback has finished.
     drop(unsafe { (*obj).gids.take() });
     // SAFETY: as above.
@@ -203,15 +214,17 @@ pub(crate) fn unregister_all() {
     unsafe { b::ib_unregister_driver(b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
 }
 
-/// Finds the oxe device on `ndev`, if any, and lets the driver react to `ev`.
-pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
+/// Finds the device on `ndev`, if any is ours, and lets the driver react to `ev`.
+pub(super) fn netdev_event<D: Driver>(ndev: *mut b::net_device, ev: NetEvent) {
     // SAFETY: the notifier runs with a live `ndev`.
     let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_UNKNOWN) };
     // SAFETY: ib_device_get_by_netdev returned a reference, or null.
     let Some(held) = (unsafe { DevRef::from_raw(ib) }) else {
         return;
     };
-    let Some(dev) = held.ours() else { return };
+    let Some(dev) = held.ours::<D>() else {
+        return;
+    };
     match ev {
         NetEvent::Unregister => {
             // Queued: the notifier holds RTNL, which unregistration may need.
@@ -232,33 +245,33 @@ pub(super) fn netdev_event(ndev: *mut b::net_device, ev: NetEvent) {
     }
 }
 
-fn dispatch_port_event(dev: IbDev, event: b::ib_event_type) {
+fn dispatch_port_event<D: Driver>(dev: IbDev<D>, event: b::ib_event_type) {
     // SAFETY: a live device (IbDev invariant); the shim builds the event.
     unsafe { b::oxe_shim_dispatch_port_event(dev.as_ptr(), 1, event) };
 }
 
-/// Hands a received packet to the oxe device on its netdev, which processes
-/// it right away (softirq).
-pub(super) fn deliver(pkt: super::pkt::RxPacket) {
+/// Hands a received packet to the device on its netdev, if it is ours,
+/// which processes it right away (softirq).
+pub(super) fn deliver<D: Driver>(pkt: super::pkt::RxPacket) {
     // (The skb's device is alive while the skb is being received.)
     let Some(held) = DevRef::on(pkt.netdev()) else {
         return;
     };
-    if let Some(drv) = held.ours().and_then(|dev| dev.drv().ok()) {
-        drv.receive(pkt, crate::recv::Context::Softirq);
+    if let Some(drv) = held.ours::<D>().and_then(|dev| dev.drv().ok()) {
+        drv.receive(pkt);
     }
 }
 
-/// Queues a packet the sender routed to an address of this host for the oxe
-/// device that owns that address, which, with two oxe devices in one network
-/// namespace, is not the sender. rdma_rxe hands every such packet to the
-/// sending device. With no oxe device there, the packet is dropped, as on a
-/// wire with nobody listening.
-pub(crate) fn loop_back(pkt: super::pkt::TxPacket) {
+/// Queues a packet the sender routed to an address of this host for the
+/// device of ours that owns that address, which, with two such devices in
+/// one network namespace, is not the sender. rdma_rxe hands every such
+/// packet to the sending device. With no device of ours there, the packet
+/// is dropped, as on a wire with nobody listening.
+pub(crate) fn loop_back<D: Driver>(pkt: super::pkt::TxPacket) {
     let (to, rx) = pkt.into_rx();
     if let Some(drv) = to
         .as_ref()
-        .and_then(DevRef::ours)
+        .and_then(DevRef::ours::<D>)
         .and_then(|dev| dev.drv().ok())
     {
         drv.loopback(rx);

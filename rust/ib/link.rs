@@ -2,6 +2,7 @@
 
 //! `rdma link add NAME type oxe netdev DEV`: the rdma_link_ops registration.
 
+use super::driver::Driver;
 use super::netdev::NetDev;
 use crate::bindings as b;
 use core::cell::UnsafeCell;
@@ -26,7 +27,7 @@ unsafe impl Sync for OpsCell {}
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn newlink(
+unsafe extern "C" fn newlink<D: Driver>(
     name: *const kernel::ffi::c_char,
     ndev: *mut b::net_device,
 ) -> kernel::ffi::c_int {
@@ -36,14 +37,15 @@ unsafe extern "C" fn newlink(
     let Some(ndev) = (unsafe { NetDev::hold(ndev) }) else {
         return EINVAL.to_errno();
     };
-    super::error::to_c_int(crate::device::new_link(name, ndev))
+    super::error::to_c_int(D::new_link(name, ndev))
 }
 
 impl LinkOps {
-    pub(crate) fn register() -> Result<Self> {
+    /// Registers link type `name`, whose devices are `D`'s.
+    pub(crate) fn register<D: Driver>(name: &'static CStr) -> Result<Self> {
         let ops = b::rdma_link_ops {
-            type_: c"oxe".as_char_ptr(),
-            newlink: Some(newlink),
+            type_: name.as_char_ptr(),
+            newlink: Some(newlink::<D>),
             ..Default::default()
         };
         let cell = KBox::pin(OpsCell(UnsafeCell::new(ops)), GFP_KERNEL)?;

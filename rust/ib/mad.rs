@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! ops.process_mad: ib_core's MAD layer and sysfs hand the driver a MAD
-//! to answer (`crate::mad`).
+//! to answer ([`Driver::process_mad`]).
 
+use super::driver::Driver;
 use crate::bindings as b;
 use crate::oxe_core::pma::{Answer, MAD_LEN};
 use kernel::ffi::c_int;
@@ -14,7 +15,7 @@ const _: () = assert!(core::mem::size_of::<b::ib_mad>() == MAD_LEN);
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn process_mad(
+pub(super) unsafe extern "C" fn process_mad<D: Driver>(
     ib: *mut b::ib_device,
     _flags: c_int,
     port: u32,
@@ -29,7 +30,7 @@ pub(super) unsafe extern "C" fn process_mad(
     let success = b::ib_mad_result_IB_MAD_RESULT_SUCCESS as c_int;
     let reply = b::ib_mad_result_IB_MAD_RESULT_REPLY as c_int;
     // SAFETY: callback on a registered device.
-    let Ok((_, drv)) = (unsafe { super::verbs::dev_of(ib) }) else {
+    let Ok((_, drv)) = (unsafe { super::ops::dev_of::<D>(ib) }) else {
         return failure;
     };
     if in_mad.is_null() || out_mad.is_null() {

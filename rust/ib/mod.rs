@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The thin layer between ib_core's C interface and oxe's safe driver logic.
+//! A Rust RDMA layer over ib_core's C interface, for a driver that never
+//! sees a raw pointer.
 //!
-//! Every `unsafe` block in oxe lives in this directory. Each file wraps one C
-//! concept in a typed handle whose invariants are written down, and turns C
-//! callbacks into calls of safe functions in the driver files (`device.rs`,
-//! `mr.rs`, ...), which never see a raw pointer.
+//! The driver implements the traits of `driver.rs`; `ops.rs` builds
+//! ib_core's ops table from them, generic over the driver type, and each
+//! object's file (`cq.rs`, `qp.rs`, ...) turns ib_core's callbacks into
+//! calls of those traits with typed values. This layer never names a type
+//! of the driver's. Every `unsafe` block of the module lives here (and in
+//! `bindings/`); each file wraps one C concept in a typed handle whose
+//! invariants are written down.
 
 pub(crate) mod ah;
 pub(crate) mod av;
@@ -14,6 +18,7 @@ pub(crate) mod cq;
 pub(crate) mod crc;
 pub(crate) mod debugfs;
 pub(crate) mod device;
+pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod kmem;
 pub(crate) mod link;
@@ -23,6 +28,7 @@ pub(crate) mod mr;
 pub(crate) mod mw;
 pub(crate) mod netdev;
 pub(crate) mod objects;
+pub(crate) mod ops;
 pub(crate) mod pkt;
 pub(crate) mod qp;
 pub(crate) mod queue;
@@ -31,7 +37,6 @@ pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod udp;
 pub(crate) mod umem;
-pub(crate) mod verbs;
 pub(crate) mod work;
 
 /// A random 32-bit value from the kernel's CRNG (for unpredictable keys).

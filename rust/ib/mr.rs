@@ -1,25 +1,70 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The ib_mr objects oxe allocates (ib_core leaves MR allocation to drivers).
+//! MR verbs, and the ib_mr objects behind them (ib_core leaves MR
+//! allocation to drivers): registration, rereg, dereg, and what
+//! `rdma resource show mr -dd` reports.
 
 use super::debugfs::{object_file, ObjectFile};
+use super::driver::{Driver, MrOps};
+use super::error::{err_ptr, to_c_int};
+use super::objects::PdId;
+use super::ops::dev_of;
+use super::udata::UData;
 use crate::bindings as b;
-use crate::mr::{Mr, MrKeys};
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-/// An MR as ib_core sees it (the `ib_mr`) plus oxe's shared MR state.
+/// What ib_core and user space learn about an MR after reg or rereg.
+pub(crate) struct MrKeys {
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+    pub(crate) page_size: u32,
+}
+
+/// A registration request as uverbs passes it (`access` is IB_ACCESS_*).
+pub(crate) struct RegUser {
+    pub(crate) pd: PdId,
+    pub(crate) start: u64,
+    pub(crate) length: u64,
+    pub(crate) iova: u64,
+    pub(crate) access: u32,
+}
+
+/// A rereg request as uverbs passes it (`flags` is IB_MR_REREG_*).
+pub(crate) struct Rereg {
+    pub(crate) flags: u32,
+    pub(crate) start: u64,
+    pub(crate) length: u64,
+    pub(crate) iova: u64,
+    pub(crate) access: u32,
+    pub(crate) pd: PdId,
+}
+
+/// An MR's internals, for `rdma resource show mr -dd`.
+pub(crate) struct MrInfo {
+    pub(crate) pages: u32,
+    pub(crate) page_size: u32,
+    pub(crate) pinned: bool,
+    pub(crate) pinned_writable: bool,
+    pub(crate) key_index: u32,
+    pub(crate) access: u32,
+}
+
+/// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
 /// Field order is drop order: the debugfs file (which points at the MR) goes first.
 #[repr(C)]
-struct MrObj {
+struct MrObj<M: 'static + super::debugfs::Describe> {
     ib: b::ib_mr,
-    debugfs: Option<ObjectFile<Mr>>,
-    mr: Arc<Mr>,
+    debugfs: Option<ObjectFile<M>>,
+    mr: Arc<M>,
 }
 
 /// Allocates the ib_mr for a new MR; ownership passes to ib_core until `free`.
-pub(super) fn alloc(
-    mr: Arc<Mr>,
+fn alloc<M: super::debugfs::Describe>(
+    mr: Arc<M>,
     keys: &MrKeys,
     dir: Option<&kernel::debugfs::Dir>,
 ) -> Result<*mut b::ib_mr> {
@@ -47,32 +92,162 @@ fn publish(ib: &mut b::ib_mr, keys: &MrKeys) {
     ib.page_size = keys.page_size;
 }
 
-/// The oxe MR behind an ib_mr that oxe allocated.
+/// The driver's MR behind an ib_mr that `alloc` made.
 ///
 /// # Safety
 ///
-/// `ib` must come from `alloc` and not have been freed.
-pub(super) unsafe fn get<'a>(ib: *mut b::ib_mr) -> &'a Arc<Mr> {
+/// `ib` must come from `alloc::<M>` and not have been freed.
+unsafe fn get<'a, M: super::debugfs::Describe>(ib: *mut b::ib_mr) -> &'a Arc<M> {
     // SAFETY: `ib` is the first field of a live MrObj (caller contract).
-    unsafe { &(*ib.cast::<MrObj>()).mr }
+    unsafe { &(*ib.cast::<MrObj<M>>()).mr }
 }
 
-/// Updates the ib_mr after an in-place rereg.
+/// A DMA MR would open all of kernel memory to whoever holds its rkey (it
+/// exists for IB_PD_UNSAFE_GLOBAL_RKEY). It is refused: kernel consumers use
+/// the PD's local_dma_lkey (IBK_LOCAL_DMA_LKEY) and register what they expose.
+/// The op itself must exist: ib_core counts it among the verbs a device needs
+/// before kernel clients (MAD, CM, RDMA-CM) attach to it.
 ///
 /// # Safety
 ///
-/// As for `get`, and the caller must hold ib_core's write lock on the MR (uverbs does).
-pub(super) unsafe fn republish(ib: *mut b::ib_mr, keys: &MrKeys) {
-    // SAFETY: caller contract.
-    publish(unsafe { &mut *ib }, keys);
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn get_dma_mr(_pd: *mut b::ib_pd, _access: c_int) -> *mut b::ib_mr {
+    err_ptr(EOPNOTSUPP)
 }
 
-/// Frees an ib_mr from `alloc`.
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn reg_user_mr<D: Driver>(
+    pd: *mut b::ib_pd,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: c_int,
+    dmah: *mut b::ib_dmah,
+    udata: *mut b::ib_udata,
+) -> *mut b::ib_mr {
+    let r = (|| {
+        // DMA handles (TPH steering hints) mean nothing to a software device.
+        if !dmah.is_null() {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: a PD of this device, held by ib_core for the call.
+        let (dev, drv) = unsafe { dev_of::<D>((*pd).device) }?;
+        let req = RegUser {
+            pd: PdId::of(pd),
+            start,
+            length,
+            iova,
+            access: access as u32,
+        };
+        // SAFETY: the call's udata.
+        let udata = unsafe { UData::new(udata) };
+        let (mr, keys) = D::Mr::reg_user(drv, dev, &req, &udata)?;
+        alloc(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
+            // Every verb undoes what it published when a later step fails.
+            D::Mr::withdraw(drv, &mr);
+        })
+    })();
+    r.unwrap_or_else(err_ptr)
+}
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "C" fn rereg_user_mr<D: Driver>(
+    ibmr: *mut b::ib_mr,
+    flags: c_int,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: c_int,
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+) -> *mut b::ib_mr {
+    let r = (|| {
+        // SAFETY: an MR this driver allocated, write-locked by uverbs for the call.
+        let (dev, drv) = unsafe { dev_of::<D>((*ibmr).device) }?;
+        // SAFETY: as above.
+        let mr = unsafe { get::<D::Mr>(ibmr) };
+        let req = Rereg {
+            flags: flags as u32,
+            start,
+            length,
+            iova,
+            access: access as u32,
+            pd: PdId::of(pd),
+        };
+        // SAFETY: the call's udata.
+        let udata = unsafe { UData::new(udata) };
+        let keys = D::Mr::rereg_user(drv, dev, mr, &req, &udata)?;
+        // SAFETY: uverbs holds the MR's write lock for the call.
+        publish(unsafe { &mut *ibmr }, &keys);
+        // Null: the MR was changed in place; ib_core keeps the same object.
+        Ok(core::ptr::null_mut())
+    })();
+    r.unwrap_or_else(err_ptr)
+}
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn dereg_mr<D: Driver>(
+    ibmr: *mut b::ib_mr,
+    _udata: *mut b::ib_udata,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: an MR this driver allocated; ib_core calls dereg once.
+        let (_, drv) = unsafe { dev_of::<D>((*ibmr).device) }?;
+        // SAFETY: as above.
+        D::Mr::dereg(drv, unsafe { get::<D::Mr>(ibmr) })?;
+        // SAFETY: dereg succeeded, so ib_core forgets `ibmr` after we
+        // return; allocated by KBox in `alloc`.
+        drop(unsafe { KBox::from_raw(ibmr.cast::<MrObj<D::Mr>>()) });
+        Ok(())
+    })();
+    to_c_int(r)
+}
+
+/// `rdma resource show mr -dd`: the driver's view of the MR, as driver attributes.
 ///
 /// # Safety
 ///
-/// As for `get`; ib_core no longer uses `ib`.
-pub(super) unsafe fn free(ib: *mut b::ib_mr) {
-    // SAFETY: allocated by KBox in `alloc` (caller contract).
-    drop(unsafe { KBox::from_raw(ib.cast::<MrObj>()) });
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
+    msg: *mut b::sk_buff,
+    ibmr: *mut b::ib_mr,
+) -> c_int {
+    // SAFETY: an MR this driver allocated, alive while restrack reports it.
+    let info = unsafe { get::<D::Mr>(ibmr) }.info();
+    // SAFETY: `msg` is the netlink message under construction.
+    let nest = unsafe { b::oxe_shim_nla_nest_start_driver(msg) };
+    if nest.is_null() {
+        return EMSGSIZE.to_errno();
+    }
+    let fields: [(&core::ffi::CStr, u32); 5] = [
+        (c"pages", info.pages),
+        (c"page_size", info.page_size),
+        (c"pinned", info.pinned.into()),
+        (c"pinned_writable", info.pinned_writable.into()),
+        (c"key_index", info.key_index),
+    ];
+    for (name, value) in fields {
+        // SAFETY: a live message and a static NUL-terminated name.
+        if unsafe { b::rdma_nl_put_driver_u32(msg, name.as_char_ptr(), value) } != 0 {
+            // SAFETY: `nest` was opened in `msg` above.
+            unsafe { b::oxe_shim_nla_nest_cancel(msg, nest) };
+            return EMSGSIZE.to_errno();
+        }
+    }
+    // SAFETY: as above.
+    if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_char_ptr(), info.access) } != 0 {
+        // SAFETY: as above.
+        unsafe { b::oxe_shim_nla_nest_cancel(msg, nest) };
+        return EMSGSIZE.to_errno();
+    }
+    // SAFETY: as above.
+    unsafe { b::oxe_shim_nla_nest_end(msg, nest) };
+    0
 }

@@ -128,7 +128,8 @@ pub(crate) enum NetEvent {
     MtuChange,
 }
 
-/// A registered netdevice notifier that forwards events to `crate::device::netdev_event`.
+/// A registered netdevice notifier that forwards events to the driver's
+/// devices (`device::netdev_event`).
 ///
 /// # Invariants
 ///
@@ -148,7 +149,7 @@ unsafe impl Sync for NotifierBlock {}
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn notifier_call(
+unsafe extern "C" fn notifier_call<D: super::driver::Driver>(
     _nb: *mut b::notifier_block,
     event: kernel::ffi::c_ulong,
     ptr: *mut kernel::ffi::c_void,
@@ -163,14 +164,14 @@ unsafe extern "C" fn notifier_call(
     };
     // SAFETY: for these events `ptr` is a netdev_notifier_info.
     let ndev = unsafe { b::oxe_shim_netdev_notifier_info_to_dev(ptr) };
-    super::device::netdev_event(ndev, ev);
+    super::device::netdev_event::<D>(ndev, ev);
     b::NOTIFY_DONE as i32
 }
 
 impl Notifier {
-    pub(crate) fn register() -> Result<Self> {
+    pub(crate) fn register<D: super::driver::Driver>() -> Result<Self> {
         let block = b::notifier_block {
-            notifier_call: Some(notifier_call),
+            notifier_call: Some(notifier_call::<D>),
             ..Default::default()
         };
         let nb = KBox::pin(

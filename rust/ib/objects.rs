@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Objects ib_core allocates for oxe (sizes from the ops table): user
+//! Objects ib_core allocates for the driver (sizes from the ops table): user
 //! contexts and PDs, and, through one generic layout ([`Obj`]), CQs, QPs,
 //! SRQs, memory windows and address handles.
 
@@ -93,7 +93,7 @@ pub(super) struct UctxObj {
     ib: b::ib_ucontext,
 }
 
-/// A protection domain. oxe needs no state of its own in it: an MR names its
+/// A protection domain. The driver keeps no state in it: an MR names its
 /// PD by identity ([`PdId`]).
 #[repr(C)]
 pub(super) struct PdObj {
@@ -111,12 +111,12 @@ impl PdId {
 }
 
 /// What ib_core must allocate for each object type.
-pub(super) fn set_sizes(ops: &mut b::ib_device_ops) {
+pub(super) fn set_sizes<D: super::driver::Driver>(ops: &mut b::ib_device_ops) {
     ops.size_ib_ucontext = core::mem::size_of::<UctxObj>();
     ops.size_ib_pd = core::mem::size_of::<PdObj>();
-    ops.size_ib_cq = core::mem::size_of::<super::cq::CqObj>();
-    ops.size_ib_qp = core::mem::size_of::<super::qp::QpObj>();
-    ops.size_ib_srq = core::mem::size_of::<super::srq::SrqObj>();
-    ops.size_ib_mw = core::mem::size_of::<super::mw::MwObj>();
+    ops.size_ib_cq = core::mem::size_of::<super::cq::CqObj<D>>();
+    ops.size_ib_qp = core::mem::size_of::<super::qp::QpObj<D>>();
+    ops.size_ib_srq = core::mem::size_of::<super::srq::SrqObj<D>>();
+    ops.size_ib_mw = core::mem::size_of::<super::mw::MwObj<D>>();
     ops.size_ib_ah = core::mem::size_of::<super::ah::AhObj>();
 }

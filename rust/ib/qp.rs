@@ -4,25 +4,72 @@
 //! write the rings here; user space only rings the doorbell).
 
 use super::av::Av;
-use super::device::IbDev;
+use super::driver::{Driver, QpOps};
 use super::error::to_c_int;
 use super::kmem::KernelToken;
 use super::objects::{Obj, PdId};
 use super::queue::Uctx;
 use super::udata::UData;
 use crate::bindings as b;
-use crate::device::OxeDevice;
-use crate::oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe, OxeSge};
+use crate::oxe_core::abi::{OxeRecvWqe, OxeSendWqe, OxeSge};
 use crate::oxe_core::gid::Gid;
 use crate::oxe_core::qp_state::QpType;
-use crate::qp::{Qp, QpAttr, QpCaps, QpInit};
 use core::ptr::NonNull;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 /// The memory ib_core allocates for a QP.
-pub(super) type QpObj = Obj<b::ib_qp, Qp>;
+pub(super) type QpObj<D> = Obj<b::ib_qp, <D as Driver>::Qp>;
+
+/// `ib_qp_attr`, as far as a modify passes it and a query reports it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpAttr {
+    pub(crate) state: u32,
+    pub(crate) cur_state: u32,
+    pub(crate) access: u32,
+    pub(crate) pkey_index: u16,
+    pub(crate) port: u8,
+    pub(crate) qkey: u32,
+    pub(crate) av: Option<Av>,
+    /// `enum ib_mtu` (1 = 256 ... 5 = 4096).
+    pub(crate) path_mtu: u32,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) dest_qpn: u32,
+}
+
+/// Requested capacities; on return, what was granted.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpCaps {
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline: u32,
+}
+
+/// What a QP is created with.
+pub(crate) struct QpInit<D: Driver> {
+    pub(crate) ty: QpType,
+    pub(crate) pd: PdId,
+    pub(crate) send_cq: Arc<D::Cq>,
+    pub(crate) recv_cq: Arc<D::Cq>,
+    pub(crate) srq: Option<Arc<D::Srq>>,
+    pub(crate) caps: QpCaps,
+    pub(crate) sq_sig_all: bool,
+    /// The process's context; `None` for a kernel consumer, which has
+    /// `kernel` instead.
+    pub(crate) uctx: Option<Uctx>,
+    pub(crate) kernel: Option<KernelToken>,
+    pub(crate) handle: QpHandle,
+}
 
 /// Async events oxe raises on a QP.
 #[derive(Clone, Copy)]
@@ -65,33 +112,25 @@ impl QpHandle {
     }
 }
 
-impl Qp {
-    /// The ib_qp, while the QP exists (for kernel work completions).
-    pub(super) fn ib_ptr(&self) -> Option<*mut b::ib_qp> {
-        self.with_handle(|h| h.as_ptr())
-    }
-}
-
 /// # Safety
 ///
-/// `ibqp` is an oxe QP ib_core keeps alive for the call.
-unsafe fn get<'a>(ibqp: *mut b::ib_qp) -> Option<&'a Arc<Qp>> {
+/// `ibqp` is a QP of `D` that ib_core keeps alive for the call.
+unsafe fn get<'a, D: Driver>(ibqp: *mut b::ib_qp) -> Option<&'a Arc<D::Qp>> {
     // SAFETY: caller contract.
-    unsafe { QpObj::get(ibqp) }
+    unsafe { QpObj::<D>::get(ibqp) }
 }
 
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn create_qp(
+pub(super) unsafe extern "C" fn create_qp<D: Driver>(
     ibqp: *mut b::ib_qp,
     init: *mut b::ib_qp_init_attr,
     udata: *mut b::ib_udata,
 ) -> c_int {
     let r = (|| {
         // SAFETY: a core-allocated QP of this device.
-        let dev = unsafe { IbDev::from_raw((*ibqp).device) }.ok_or(ENODEV)?;
-        let drv = dev.drv()?;
+        let (dev, drv) = unsafe { super::ops::dev_of::<D>((*ibqp).device) }?;
         // SAFETY: ib_core's attributes for the call.
         let a = unsafe { &mut *init };
         if a.create_flags != 0 {
@@ -99,17 +138,26 @@ pub(super) unsafe extern "C" fn create_qp(
         }
         let ty = QpType::from_raw(a.qp_type).ok_or(EOPNOTSUPP)?;
         // SAFETY: CQs and SRQ of this device, held by ib_core for the QP's life.
-        let send_cq = unsafe { super::cq::get(a.send_cq) }.ok_or(EINVAL)?.clone();
+        let send_cq = unsafe { super::cq::get::<D>(a.send_cq) }
+            .ok_or(EINVAL)?
+            .clone();
         // SAFETY: as above.
-        let recv_cq = unsafe { super::cq::get(a.recv_cq) }.ok_or(EINVAL)?.clone();
+        let recv_cq = unsafe { super::cq::get::<D>(a.recv_cq) }
+            .ok_or(EINVAL)?
+            .clone();
         let srq = if a.srq.is_null() {
             None
         } else {
             // SAFETY: as above.
-            Some(unsafe { super::srq::get(a.srq) }.ok_or(EINVAL)?.clone())
+            Some(
+                unsafe { super::srq::get::<D>(a.srq) }
+                    .ok_or(EINVAL)?
+                    .clone(),
+            )
         };
         // SAFETY: the call's udata or null.
-        let uctx = NonNull::new(unsafe { b::oxe_shim_udata_uctx(udata) }).map(Uctx);
+        let udata = unsafe { UData::new(udata) };
+        let uctx = udata.uctx();
         let caps = QpCaps {
             max_send_wr: a.cap.max_send_wr,
             max_recv_wr: a.cap.max_recv_wr,
@@ -117,44 +165,30 @@ pub(super) unsafe extern "C" fn create_qp(
             max_recv_sge: a.cap.max_recv_sge,
             max_inline: a.cap.max_inline_data,
         };
-        let qp = Qp::create(
-            drv,
-            dev,
-            QpInit {
-                ty,
-                // SAFETY: the QP's PD, set by ib_core before the call.
-                pd: PdId::of(unsafe { (*ibqp).pd }),
-                send_cq,
-                recv_cq,
-                srq,
-                caps,
-                sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
-                uctx,
-                kernel: uctx.is_none().then(KernelToken::new),
-                handle: QpHandle(NonNull::new(ibqp).ok_or(EINVAL)?),
-            },
-        )?;
-        let c = qp.caps;
+        let init = QpInit {
+            ty,
+            // SAFETY: the QP's PD, set by ib_core before the call.
+            pd: PdId::of(unsafe { (*ibqp).pd }),
+            send_cq,
+            recv_cq,
+            srq,
+            caps,
+            sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+            uctx,
+            kernel: uctx.is_none().then(KernelToken::new),
+            handle: QpHandle(NonNull::new(ibqp).ok_or(EINVAL)?),
+        };
+        let qp = D::Qp::create(drv, dev, init, &udata)?;
+        let c = qp.caps();
         a.cap.max_send_wr = c.max_send_wr;
         a.cap.max_recv_wr = c.max_recv_wr;
         a.cap.max_send_sge = c.max_send_sge;
         a.cap.max_recv_sge = c.max_recv_sge;
         a.cap.max_inline_data = c.max_inline;
-        let resp = OxeCreateQpResp {
-            sq: qp.sq.map(),
-            rq: qp.rq.as_ref().map(|r| r.map()).unwrap_or_default(),
-            max_inline: c.max_inline,
-            reserved: 0,
-        };
-        // SAFETY: the call's udata.
-        if let Err(e) = unsafe { UData::new(udata) }.respond(&resp.to_bytes()) {
-            qp.destroy(drv);
-            return Err(e);
-        }
         // SAFETY: core-allocated; we own the driver part.
         unsafe {
             (*ibqp).qp_num = qp.qpn();
-            QpObj::set(ibqp, qp, ());
+            QpObj::<D>::set(ibqp, qp, ());
         }
         Ok(())
     })();
@@ -164,13 +198,16 @@ pub(super) unsafe extern "C" fn create_qp(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: an oxe QP; destroyed once.
-    let Some(dev) = (unsafe { IbDev::from_raw((*ibqp).device) }) else {
+pub(super) unsafe extern "C" fn destroy_qp<D: Driver>(
+    ibqp: *mut b::ib_qp,
+    _udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: a QP of `D`; destroyed once.
+    let Ok((_, drv)) = (unsafe { super::ops::dev_of::<D>((*ibqp).device) }) else {
         return 0;
     };
     // SAFETY: as above.
-    if let (Some(qp), Ok(drv)) = (unsafe { QpObj::take(ibqp) }, dev.drv()) {
+    if let Some(qp) = unsafe { QpObj::<D>::take(ibqp) } {
         qp.destroy(drv);
     }
     0
@@ -182,13 +219,13 @@ pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn attach_mcast(
+pub(super) unsafe extern "C" fn attach_mcast<D: Driver>(
     ibqp: *mut b::ib_qp,
     gid: *mut b::ib_gid,
     _mlid: u16,
 ) -> c_int {
     // SAFETY: the caller's contract is this callback's.
-    unsafe { on_group(ibqp, gid, OxeDevice::attach_mcast) }
+    unsafe { on_group::<D>(ibqp, gid, D::attach_mcast) }
 }
 
 /// ops.detach_mcast.
@@ -196,31 +233,33 @@ pub(super) unsafe extern "C" fn attach_mcast(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn detach_mcast(
+pub(super) unsafe extern "C" fn detach_mcast<D: Driver>(
     ibqp: *mut b::ib_qp,
     gid: *mut b::ib_gid,
     _mlid: u16,
 ) -> c_int {
     // SAFETY: the caller's contract is this callback's.
-    unsafe { on_group(ibqp, gid, |drv, qp, mgid| drv.detach_mcast(qp, mgid)) }
+    unsafe { on_group::<D>(ibqp, gid, D::detach_mcast) }
 }
 
 /// Runs a multicast group verb on the QP and group ib_core passes.
 ///
 /// # Safety
 ///
-/// `ibqp` is a live oxe ib_qp and `gid` a valid GID, for the call.
-unsafe fn on_group(
+/// `ibqp` is a live ib_qp of `D` and `gid` a valid GID, for the call.
+unsafe fn on_group<D: Driver>(
     ibqp: *mut b::ib_qp,
     gid: *mut b::ib_gid,
-    op: fn(&OxeDevice, &Arc<Qp>, &Gid) -> Result,
+    op: fn(&D, &Arc<D::Qp>, &Gid) -> Result,
 ) -> c_int {
     let r = (|| {
-        // SAFETY: an oxe QP alive for the call.
-        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: a QP of `D` alive for the call.
+        let qp = unsafe { get::<D>(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: as above.
+        let (_, drv) = unsafe { super::ops::dev_of::<D>((*ibqp).device) }?;
         // SAFETY: ib_core passes a valid GID; every field is its 16 bytes.
         let mgid = unsafe { *(*gid).raw.as_ref() };
-        op(qp.drv()?, qp, &mgid)
+        op(drv, qp, &mgid)
     })();
     to_c_int(r)
 }
@@ -251,15 +290,15 @@ fn av_to_attr(av: &Av, attr: &mut b::rdma_ah_attr) {
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn modify_qp(
+pub(super) unsafe extern "C" fn modify_qp<D: Driver>(
     ibqp: *mut b::ib_qp,
     attr: *mut b::ib_qp_attr,
     mask: c_int,
     udata: *mut b::ib_udata,
 ) -> c_int {
     let r = (|| {
-        // SAFETY: an oxe QP alive for the call.
-        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: a QP of `D` alive for the call.
+        let qp = unsafe { get::<D>(ibqp) }.ok_or(EINVAL)?;
         // SAFETY: the call's udata.
         if !udata.is_null() && unsafe { (*udata).inlen } != 0 {
             return Err(EOPNOTSUPP);
@@ -299,15 +338,15 @@ pub(super) unsafe extern "C" fn modify_qp(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn query_qp(
+pub(super) unsafe extern "C" fn query_qp<D: Driver>(
     ibqp: *mut b::ib_qp,
     attr: *mut b::ib_qp_attr,
     _mask: c_int,
     init: *mut b::ib_qp_init_attr,
 ) -> c_int {
     let r = (|| {
-        // SAFETY: an oxe QP alive for the call.
-        let qp = unsafe { get(ibqp) }.ok_or(EINVAL)?;
+        // SAFETY: a QP of `D` alive for the call.
+        let qp = unsafe { get::<D>(ibqp) }.ok_or(EINVAL)?;
         let q = qp.query();
         // SAFETY: ib_core's out structs.
         let (a, i) = unsafe { (&mut *attr, &mut *init) };
@@ -333,14 +372,15 @@ pub(super) unsafe extern "C" fn query_qp(
         if let Some(av) = q.av.as_ref() {
             av_to_attr(av, &mut a.ah_attr);
         }
-        a.cap.max_send_wr = qp.caps.max_send_wr;
-        a.cap.max_recv_wr = qp.caps.max_recv_wr;
-        a.cap.max_send_sge = qp.caps.max_send_sge;
-        a.cap.max_recv_sge = qp.caps.max_recv_sge;
-        a.cap.max_inline_data = qp.caps.max_inline;
+        let c = qp.caps();
+        a.cap.max_send_wr = c.max_send_wr;
+        a.cap.max_recv_wr = c.max_recv_wr;
+        a.cap.max_send_sge = c.max_send_sge;
+        a.cap.max_recv_sge = c.max_recv_sge;
+        a.cap.max_inline_data = c.max_inline;
         i.cap = b::ib_qp_cap { ..a.cap };
-        i.qp_type = qp.ty as u32;
-        i.sq_sig_type = if qp.sq_sig_all {
+        i.qp_type = qp.ty() as u32;
+        i.sq_sig_type = if qp.sq_sig_all() {
             b::ib_sig_type_IB_SIGNAL_ALL_WR
         } else {
             b::ib_sig_type_IB_SIGNAL_REQ_WR
@@ -356,8 +396,8 @@ pub(super) unsafe extern "C" fn query_qp(
 /// # Safety
 ///
 /// `wr` is a kernel consumer's work request, valid for the call.
-unsafe fn kernel_wqe(
-    qp: &Qp,
+unsafe fn kernel_wqe<D: Driver>(
+    qp: &D::Qp,
     wr: &b::ib_send_wr,
     body: &mut [u8; super::queue::MAX_SLOT],
 ) -> Result<(OxeSendWqe, usize, Option<Av>)> {
@@ -378,11 +418,12 @@ unsafe fn kernel_wqe(
         // SAFETY: the consumer's SGE array of num_sge entries.
         unsafe { core::slice::from_raw_parts(wr.sg_list, n) }
     };
+    let caps = qp.caps();
     let mut used = 0usize;
     if w.send_flags & crate::oxe_core::abi::OXE_SEND_INLINE != 0 {
         for s in sges {
             let len = s.length as usize;
-            if used + len > qp.caps.max_inline as usize || used + len > body.len() {
+            if used + len > caps.max_inline as usize || used + len > body.len() {
                 return Err(EINVAL);
             }
             crate::ib::kmem::KernelToken::new().read(s.addr, &mut body[used..used + len]);
@@ -390,7 +431,7 @@ unsafe fn kernel_wqe(
         }
         w.num_sge = used as u32;
     } else {
-        if n > qp.caps.max_send_sge as usize {
+        if n > caps.max_send_sge as usize {
             return Err(EINVAL);
         }
         for s in sges {
@@ -430,7 +471,7 @@ unsafe fn kernel_wqe(
         | b::ib_wr_opcode_IB_WR_BIND_MW => return Err(EINVAL),
         _ => {}
     }
-    if matches!(qp.ty, QpType::Ud | QpType::Gsi) {
+    if matches!(qp.ty(), QpType::Ud | QpType::Gsi) {
         // SAFETY: a UD QP's WRs are embedded in an ib_ud_wr.
         let u = unsafe { &*b::oxe_shim_ud_wr(wr) };
         w.remote_qpn = u.remote_qpn;
@@ -447,16 +488,16 @@ unsafe fn kernel_wqe(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn post_send(
+pub(super) unsafe extern "C" fn post_send<D: Driver>(
     ibqp: *mut b::ib_qp,
     mut wr: *const b::ib_send_wr,
     bad: *mut *const b::ib_send_wr,
 ) -> c_int {
-    // SAFETY: an oxe QP alive for the call.
-    let Some(qp) = (unsafe { get(ibqp) }) else {
+    // SAFETY: a QP of `D` alive for the call.
+    let Some(qp) = (unsafe { get::<D>(ibqp) }) else {
         return EINVAL.to_errno();
     };
-    if qp.kernel.is_none() {
+    if !qp.is_kernel() {
         // User space's doorbell: the work requests are in the mapped SQ.
         qp.doorbell();
         return 0;
@@ -464,8 +505,8 @@ pub(super) unsafe extern "C" fn post_send(
     let mut body = [0u8; super::queue::MAX_SLOT];
     while !wr.is_null() {
         // SAFETY: the consumer's chain of WRs, valid for the call.
-        let r = unsafe { kernel_wqe(qp, &*wr, &mut body) }
-            .and_then(|(w, used, av)| qp.post_send_kernel(&w, &body[..used], av));
+        let r = unsafe { kernel_wqe::<D>(qp, &*wr, &mut body) }
+            .and_then(|(w, used, av)| qp.post_send(&w, &body[..used], av));
         if let Err(e) = r {
             if !bad.is_null() {
                 // SAFETY: ib_core's out pointer.
@@ -523,16 +564,16 @@ pub(super) unsafe fn kernel_recv(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn post_recv(
+pub(super) unsafe extern "C" fn post_recv<D: Driver>(
     ibqp: *mut b::ib_qp,
     mut wr: *const b::ib_recv_wr,
     bad: *mut *const b::ib_recv_wr,
 ) -> c_int {
-    // SAFETY: an oxe QP alive for the call.
-    let Some(qp) = (unsafe { get(ibqp) }) else {
+    // SAFETY: a QP of `D` alive for the call.
+    let Some(qp) = (unsafe { get::<D>(ibqp) }) else {
         return EINVAL.to_errno();
     };
-    if qp.kernel.is_none() || qp.srq.is_some() {
+    if !qp.is_kernel() || qp.has_srq() {
         if !bad.is_null() {
             // SAFETY: ib_core's out pointer.
             unsafe { *bad = wr };
@@ -541,8 +582,8 @@ pub(super) unsafe extern "C" fn post_recv(
     }
     while !wr.is_null() {
         // SAFETY: the consumer's chain of WRs.
-        let r = unsafe { kernel_recv(&*wr, qp.caps.max_recv_sge) }
-            .and_then(|(w, sges)| qp.post_recv_kernel(&w, &sges));
+        let r = unsafe { kernel_recv(&*wr, qp.caps().max_recv_sge) }
+            .and_then(|(w, sges)| qp.post_recv(&w, &sges));
         if let Err(e) = r {
             if !bad.is_null() {
                 // SAFETY: ib_core's out pointer.

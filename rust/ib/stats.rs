@@ -1,32 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Device-wide hw counters (rdma_hw_stats) backed by `crate::counters`.
+//! Device-wide hw counters (rdma_hw_stats): the names come from the driver
+//! as a static table ([`stat_descs`]), the values from [`Driver::stats`].
 
-use super::device::IbDev;
+use super::driver::Driver;
+use super::ops::dev_of;
 use crate::bindings as b;
-use crate::counters::NAMES;
+use core::ffi::CStr;
 
-const N: usize = NAMES.len();
+/// One counter's name as ib_core reads it (`static`: ib_core keeps a
+/// pointer to the table for the device's life).
+#[repr(transparent)]
+pub(crate) struct StatDesc(b::rdma_stat_desc);
 
-struct Descs([b::rdma_stat_desc; N]);
+// SAFETY: read-only; holds only a pointer to a static string.
+unsafe impl Sync for StatDesc {}
 
-// SAFETY: read-only after compile time; only pointers to static strings.
-unsafe impl Sync for Descs {}
-
-static DESCS: Descs = Descs(descs());
-
-const fn descs() -> [b::rdma_stat_desc; N] {
-    let mut d = [b::rdma_stat_desc {
-        name: core::ptr::null(),
-        flags: 0,
-        priv_: core::ptr::null(),
+/// The table for `names`, built at compile time into a driver's `static`.
+pub(crate) const fn stat_descs<const N: usize>(names: &[&'static CStr; N]) -> [StatDesc; N] {
+    let mut d = [const {
+        StatDesc(b::rdma_stat_desc {
+            name: core::ptr::null(),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
     }; N];
     let mut i = 0;
     while i < N {
         // `as_char_ptr` is not usable in a const fn; this is the same cast.
         #[allow(clippy::disallowed_methods)]
-        let name = NAMES[i].as_ptr().cast();
-        d[i].name = name;
+        let name = names[i].as_ptr().cast();
+        d[i].0.name = name;
         i += 1;
     }
     d
@@ -37,13 +41,15 @@ const fn descs() -> [b::rdma_stat_desc; N] {
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn alloc_device_stats(
+pub(super) unsafe extern "C" fn alloc_device_stats<D: Driver>(
     _ib: *mut b::ib_device,
 ) -> *mut b::rdma_hw_stats {
+    let descs = D::stat_descs();
     // Lifespan 0: a read refreshes unless another read came in the same jiffy
     // (ib_core caches for at least that long): tests wait a few ms before reading.
-    // SAFETY: static descriptors that outlive every device.
-    unsafe { b::rdma_alloc_hw_stats_struct(DESCS.0.as_ptr(), N as i32, 0) }
+    // SAFETY: a static table (repr(transparent) descriptors) that outlives
+    // every device.
+    unsafe { b::rdma_alloc_hw_stats_struct(descs.as_ptr().cast(), descs.len() as i32, 0) }
 }
 
 /// ops.get_hw_stats
@@ -51,22 +57,19 @@ pub(super) unsafe extern "C" fn alloc_device_stats(
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-pub(super) unsafe extern "C" fn get_stats(
+pub(super) unsafe extern "C" fn get_stats<D: Driver>(
     ib: *mut b::ib_device,
     stats: *mut b::rdma_hw_stats,
     _port: u32,
     _index: kernel::ffi::c_int,
 ) -> kernel::ffi::c_int {
-    // SAFETY: ib_core calls this on a registered oxe device.
-    let Some(dev) = (unsafe { IbDev::from_raw(ib) }) else {
+    // SAFETY: ib_core calls this on a registered device of `D`.
+    let Ok((_, drv)) = (unsafe { dev_of::<D>(ib) }) else {
         return 0;
     };
-    let Ok(drv) = dev.drv() else { return 0 };
-    let values = drv.counters.snapshot();
-    // SAFETY: `stats` came from alloc_device_stats, so `value` has N entries.
-    let out = unsafe { (*stats).value.as_mut_slice(N) };
-    for (o, v) in out.iter_mut().zip(values) {
-        *o = v;
-    }
-    N as i32
+    let n = D::stat_descs().len();
+    // SAFETY: `stats` came from alloc_device_stats, so `value` has n entries.
+    let out = unsafe { (*stats).value.as_mut_slice(n) };
+    drv.stats(out);
+    n as i32
 }

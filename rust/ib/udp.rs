@@ -47,21 +47,26 @@ unsafe impl Sync for UdpSocket {}
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> kernel::ffi::c_int {
+unsafe extern "C" fn encap_rcv<D: super::driver::Driver>(
+    _sk: *mut b::sock,
+    skb: *mut b::sk_buff,
+) -> kernel::ffi::c_int {
     // Returning 0 tells UDP the packet was consumed (queued, or dropped).
     // SAFETY: UDP hands us ownership of `skb`, headers set.
     if let Some(pkt) = unsafe { super::pkt::RxPacket::from_raw(skb) } {
-        super::device::deliver(pkt);
+        super::device::deliver::<D>(pkt);
     }
     0
 }
 
 impl UdpSocket {
-    /// Opens port 4791 in `ns` (IPv4, or IPv6-only when `ipv6`).
-    pub(crate) fn open(ns: NetNs, ipv6: bool) -> Result<Self> {
+    /// Opens port 4791 in `ns` (IPv4, or IPv6-only when `ipv6`), for
+    /// driver `D`'s devices.
+    fn open<D: super::driver::Driver>(ns: NetNs, ipv6: bool) -> Result<Self> {
         let mut sock: *mut b::socket = core::ptr::null_mut();
         // SAFETY: `ns` is alive (NetNs invariant); `sock` is a valid out pointer.
-        let ret = unsafe { b::oxe_shim_udp_tunnel_open(ns.0, ipv6, &mut sock, Some(encap_rcv)) };
+        let ret =
+            unsafe { b::oxe_shim_udp_tunnel_open(ns.0, ipv6, &mut sock, Some(encap_rcv::<D>)) };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
@@ -102,16 +107,17 @@ pub(crate) struct PortSockets {
 }
 
 impl PortSockets {
-    /// Opens (or shares) port 4791 in the namespace of `ndev`.
-    pub(crate) fn get(ndev: &NetDev) -> Result<Self> {
+    /// Opens (or shares) port 4791 in the namespace of `ndev`, for driver
+    /// `D`'s devices (a module has one driver).
+    pub(crate) fn get<D: super::driver::Driver>(ndev: &NetDev) -> Result<Self> {
         let ns = NetNs::of(ndev);
         let mut list = SOCKETS.lock();
         if let Some(e) = list.iter_mut().find(|e| e.ns == ns) {
             e.users += 1;
             return Ok(PortSockets { ns });
         }
-        let v4 = UdpSocket::open(ns, false)?;
-        let v6 = UdpSocket::open(ns, true).ok();
+        let v4 = UdpSocket::open::<D>(ns, false)?;
+        let v6 = UdpSocket::open::<D>(ns, true).ok();
         list.push(
             NsEntry {
                 ns,

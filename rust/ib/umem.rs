@@ -33,11 +33,16 @@ unsafe impl Sync for Umem {}
 impl Umem {
     /// Pins `[addr, addr + len)` of the calling process, writable when `access`
     /// (IB access flags) needs it.
-    pub(crate) fn pin(dev: IbDev, addr: u64, len: u64, access: u32) -> Result<Self> {
+    pub(crate) fn pin<D: super::driver::Driver>(
+        dev: IbDev<D>,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<Self> {
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: plain allocation.
         let release = NonNull::new(unsafe { b::oxe_shim_umem_release_new() }).ok_or(ENOMEM)?;
-        // SAFETY: `dev` is a registered oxe device (IbDev invariant); ib_umem_get
+        // SAFETY: `dev` is a registered device (IbDev invariant); ib_umem_get
         // validates the user range itself and returns an ERR_PTR on failure.
         let p = unsafe { b::oxe_shim_ib_umem_get(dev.as_ptr(), addr, len, access as i32) };
         let umem = match from_err_ptr(p).and_then(|p| NonNull::new(p).ok_or(ENOMEM)) {

@@ -10,12 +10,139 @@
 //! Each handle cancels and waits for its work when dropped, so a work
 //! function never runs on a freed object; and the queue itself is destroyed
 //! at module exit, after every device is gone.
+//!
+//! A work item points back at the object that owns it. The driver never
+//! builds one by hand: it declares, with [`owns_work!`], which fields of
+//! its type hold them, and starts them with [`start_work`] and
+//! [`start_rx_queue`] once the object sits where it will stay (an `Arc`, or
+//! a pinned box). The macro also gives the type a `Drop` that cancels the
+//! work before any field goes, whatever the fields' order.
 
 use super::pkt::RxPacket;
 use crate::bindings as b;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use kernel::prelude::*;
+use kernel::sync::{Arc, SetOnce};
+
+/// A type whose `work_slot` is a field of its own, cancelled by its `Drop`
+/// before anything else of it goes. Implemented by [`owns_work!`] only.
+///
+/// # Safety
+///
+/// `work_slot` returns a field of `self`, and dropping `Self` cancels the
+/// work in it (and waits for a running call) before dropping any field.
+pub(crate) unsafe trait HasWork: WorkFn + Send + Sync + 'static {
+    fn work_slot(&self) -> &SetOnce<Work>;
+}
+
+/// As [`HasWork`], for an [`RxQueue`].
+///
+/// # Safety
+///
+/// As for [`HasWork`].
+pub(crate) unsafe trait HasRxQueue: Drain + Send + Sync + 'static {
+    fn rx_queue_slot(&self) -> &SetOnce<RxQueue>;
+}
+
+/// Declares the fields of `$t` that hold its deferred work
+/// (`work: $w` a `SetOnce<Work>`, `rx: $r` a `SetOnce<RxQueue>`, either or
+/// both), and gives `$t` the `Drop` that cancels them first: a plain
+/// `Drop`, or for a `#[pin_data(PinnedDrop)]` type (`pinned $t`), its
+/// `PinnedDrop`. A type with a drop of its own cannot use it (the two would
+/// conflict), which keeps the cancellation first.
+macro_rules! owns_work {
+    (pinned $t:ty { $(work: $w:ident)? $(, )? $(rx: $r:ident)? }) => {
+        $crate::ib::work::owns_work!(@slots $t { $(work: $w)? rx: $($r)? });
+        // (pinned_drop's expansion has an `unsafe` of its own, the pin
+        // machinery's, which a driver file's deny would refuse.)
+        #[allow(unsafe_code)]
+        #[kernel::prelude::pinned_drop]
+        impl PinnedDrop for $t {
+            fn drop(self: Pin<&mut Self>) {
+                $( if let Some(w) = self.$w.as_ref() { w.cancel(); } )?
+                $( if let Some(q) = self.$r.as_ref() { q.cancel(); } )?
+            }
+        }
+    };
+    ($t:ty { $(work: $w:ident)? $(, )? $(rx: $r:ident)? }) => {
+        $crate::ib::work::owns_work!(@slots $t { $(work: $w)? rx: $($r)? });
+        impl Drop for $t {
+            fn drop(&mut self) {
+                $( if let Some(w) = self.$w.as_ref() { w.cancel(); } )?
+                $( if let Some(q) = self.$r.as_ref() { q.cancel(); } )?
+            }
+        }
+    };
+    (@slots $t:ty { $(work: $w:ident)? rx: $($r:ident)? }) => {
+        $(
+            // SAFETY: the slot is a field of the object, and the drop that
+            // this macro gives the object cancels it before any field goes.
+            #[allow(unsafe_code)]
+            unsafe impl $crate::ib::work::HasWork for $t {
+                fn work_slot(&self) -> &kernel::sync::SetOnce<$crate::ib::work::Work> {
+                    &self.$w
+                }
+            }
+        )?
+        $(
+            // SAFETY: as above.
+            #[allow(unsafe_code)]
+            unsafe impl $crate::ib::work::HasRxQueue for $t {
+                fn rx_queue_slot(&self) -> &kernel::sync::SetOnce<$crate::ib::work::RxQueue> {
+                    &self.$r
+                }
+            }
+        )?
+    };
+}
+pub(crate) use owns_work;
+
+/// An object that stays where it is until dropped: its address is what its
+/// work items call back with.
+pub(crate) trait Anchored<T> {
+    fn anchor(&self) -> *const T;
+}
+
+impl<T> Anchored<T> for Arc<T> {
+    fn anchor(&self) -> *const T {
+        // A kernel Arc never moves its contents (it has no get_mut).
+        &**self
+    }
+}
+
+impl<T> Anchored<T> for Pin<&T> {
+    fn anchor(&self) -> *const T {
+        self.get_ref()
+    }
+}
+
+/// Creates the work item of `this` (once; `EBUSY` after).
+pub(crate) fn start_work<T: HasWork>(this: &impl Anchored<T>) -> Result {
+    let p = this.anchor();
+    // SAFETY: `p` does not move until dropped (Anchored), and the work
+    // lives in its own field, cancelled before it is dropped (HasWork).
+    let w = unsafe { Work::new::<T>(p) }?;
+    // SAFETY: `p` is live: `this` holds it.
+    unsafe { &*p }
+        .work_slot()
+        .populate(w)
+        .then_some(())
+        .ok_or(EBUSY)
+}
+
+/// Creates the packet queue of `this`, drained `on` (once; `EBUSY` after).
+pub(crate) fn start_rx_queue<T: HasRxQueue>(this: &impl Anchored<T>, on: DrainOn) -> Result {
+    let p = this.anchor();
+    // SAFETY: as in `start_work`.
+    let q = unsafe { RxQueue::new::<T>(p, on) }?;
+    // SAFETY: `p` is live: `this` holds it.
+    unsafe { &*p }
+        .rx_queue_slot()
+        .populate(q)
+        .then_some(())
+        .ok_or(EBUSY)
+}
 
 /// Creates oxe's workqueue; module init.
 pub(crate) fn init() -> Result {
@@ -81,7 +208,7 @@ impl Work {
     /// `ctx` must stay valid until the returned `Work` is dropped (typically:
     /// the `Work` is a field of `*ctx`, declared before anything `run` uses,
     /// and `ctx` does not move).
-    pub(crate) unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
+    unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
         // SAFETY: the trampoline matches `T`; the context contract is the caller's.
         let w = unsafe { b::oxe_shim_work_new(Some(work_tramp::<T>), ctx.cast_mut().cast()) };
         NonNull::new(w).map(Work).ok_or(ENOMEM)
@@ -170,7 +297,7 @@ impl RxQueue {
     /// # Safety
     ///
     /// As for [`Work::new`].
-    pub(crate) unsafe fn new<T: Drain>(ctx: *const T, on: DrainOn) -> Result<Self> {
+    unsafe fn new<T: Drain>(ctx: *const T, on: DrainOn) -> Result<Self> {
         // SAFETY: the trampoline matches `T`; the context contract is the caller's.
         let q = unsafe {
             b::oxe_shim_rxq_new(
