@@ -68,6 +68,8 @@ pub(crate) struct OxeDevice {
     /// Whether the port was active at the last link event (for LinkDowned).
     port_active: AtomicBool,
     pub(crate) netdev: NetDev,
+    /// Pinned for good: the receive queue's work points back at it.
+    _pin: core::marker::PhantomPinned,
 }
 
 work::owns_work!(OxeDevice { rx: rxq });
@@ -91,6 +93,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
             guid: ndev.eui64(),
             port_active: AtomicBool::new(ndev.is_up()),
             netdev: ndev,
+            _pin: core::marker::PhantomPinned,
         },
         GFP_KERNEL,
     )?;

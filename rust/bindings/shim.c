@@ -553,215 +553,32 @@ struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev)
 	return oxe_device_on(&ndev);
 }
 
-static struct workqueue_struct *oxe_wq;
-/*
- * Per-CPU workers: a QP's work runs on its home CPU, and a steered receive
- * queue on another CPU than its producer's (see oxe_shim_rxq_push).
- */
-static struct workqueue_struct *oxe_cpu_wq;
-
-int oxe_shim_wq_init(void)
+struct workqueue_struct *oxe_shim_alloc_workqueue(const char *name, unsigned int flags)
 {
-	oxe_wq = alloc_workqueue("oxe", WQ_UNBOUND | WQ_HIGHPRI, 0);
-	if (!oxe_wq)
-		return -ENOMEM;
-	oxe_cpu_wq = alloc_workqueue("oxe_cpu", WQ_PERCPU | WQ_HIGHPRI, 0);
-	if (!oxe_cpu_wq) {
-		destroy_workqueue(oxe_wq);
-		return -ENOMEM;
-	}
-	return 0;
+	return alloc_workqueue("%s", flags, 0, name);
 }
 
-void oxe_shim_wq_exit(void)
+void oxe_shim_init_delayed_work(struct delayed_work *dw, work_func_t fn)
 {
-	destroy_workqueue(oxe_cpu_wq);
-	destroy_workqueue(oxe_wq);
+	INIT_DELAYED_WORK(dw, fn);
 }
 
-/*
- * A deferred call of fn(ctx): now (queue) or later (queue_after), on its
- * home CPU; free cancels and waits.
- */
-struct oxe_work {
-	struct delayed_work dw;
-	void (*fn)(void *);
-	void *ctx;
-	int cpu;
-};
-
-static void oxe_work_run(struct work_struct *work)
+void oxe_shim_init_work(struct work_struct *work, work_func_t fn)
 {
-	struct oxe_work *w = container_of(to_delayed_work(work), struct oxe_work, dw);
-
-	w->fn(w->ctx);
+	INIT_WORK(work, fn);
 }
 
-struct oxe_work *oxe_shim_work_new(void (*fn)(void *), void *ctx)
+/* The first online CPU after @cpu (-1: the first of all), or -1. */
+int oxe_shim_next_online_cpu(int cpu)
 {
-	struct oxe_work *w = kzalloc(sizeof(*w), GFP_KERNEL);
+	unsigned int next = cpumask_next(cpu, cpu_online_mask);
 
-	if (!w)
-		return NULL;
-	INIT_DELAYED_WORK(&w->dw, oxe_work_run);
-	w->fn = fn;
-	w->ctx = ctx;
-	w->cpu = raw_smp_processor_id();
-	return w;
+	return next < nr_cpu_ids ? next : -1;
 }
 
-/*
- * Makes this CPU the work's home. A CPU that goes offline meanwhile is
- * harmless: queue_work_on() then runs the work on some other CPU.
- */
-void oxe_shim_work_home_here(struct oxe_work *w)
+void oxe_shim_skb_queue_head_init(struct sk_buff_head *list)
 {
-	WRITE_ONCE(w->cpu, raw_smp_processor_id());
-}
-
-void oxe_shim_work_queue(struct oxe_work *w)
-{
-	mod_delayed_work_on(READ_ONCE(w->cpu), oxe_cpu_wq, &w->dw, 0);
-}
-
-/* Runs the work after @delay jiffies, unless it is already due sooner. */
-void oxe_shim_work_queue_after(struct oxe_work *w, unsigned long delay)
-{
-	queue_delayed_work_on(READ_ONCE(w->cpu), oxe_cpu_wq, &w->dw, delay);
-}
-
-void oxe_shim_work_cancel(struct oxe_work *w)
-{
-	cancel_delayed_work_sync(&w->dw);
-}
-
-void oxe_shim_work_free(struct oxe_work *w)
-{
-	cancel_delayed_work_sync(&w->dw);
-	kfree(w);
-}
-
-/*
- * A packet queue drained by its own work item; fn returns whether packets
- * are left, and the work then runs again. A steered queue is drained on
- * another CPU than the one that pushed (see oxe_shim_rxq_push).
- */
-struct oxe_rxq {
-	struct work_struct work;
-	bool (*fn)(void *);
-	void *ctx;
-	bool steered;
-	struct sk_buff_head skbs;
-};
-
-static struct workqueue_struct *oxe_rxq_wq(struct oxe_rxq *q)
-{
-	return q->steered ? oxe_cpu_wq : oxe_wq;
-}
-
-static void oxe_rxq_run(struct work_struct *work)
-{
-	struct oxe_rxq *q = container_of(work, struct oxe_rxq, work);
-
-	/* Requeued on the per-CPU queue, it stays on this CPU. */
-	if (q->fn(q->ctx))
-		queue_work(oxe_rxq_wq(q), &q->work);
-}
-
-struct oxe_rxq *oxe_shim_rxq_new(bool (*fn)(void *), void *ctx, bool steered)
-{
-	struct oxe_rxq *q = kzalloc(sizeof(*q), GFP_KERNEL);
-
-	if (!q)
-		return NULL;
-	INIT_WORK(&q->work, oxe_rxq_run);
-	q->fn = fn;
-	q->ctx = ctx;
-	q->steered = steered;
-	skb_queue_head_init(&q->skbs);
-	return q;
-}
-
-/*
- * The next online CPU after this one (the first after the last), or this
- * one when it is alone. A CPU that goes offline meanwhile is harmless:
- * queue_work_on() then runs the work on some other CPU.
- */
-static int oxe_other_cpu(void)
-{
-	int cpu = cpumask_next(raw_smp_processor_id(), cpu_online_mask);
-
-	return cpu < nr_cpu_ids ? cpu : cpumask_first(cpu_online_mask);
-}
-
-void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb)
-{
-	skb_queue_tail(&q->skbs, skb);
-	oxe_shim_rxq_kick(q);
-}
-
-void oxe_shim_rxq_kick(struct oxe_rxq *q)
-{
-	/*
-	 * A work item already queued or running keeps its CPU (the workqueue
-	 * never runs one item on two CPUs at once), so a queue is drained in
-	 * order, by one CPU at a time.
-	 */
-	if (q->steered)
-		queue_work_on(oxe_other_cpu(), oxe_cpu_wq, &q->work);
-	else
-		queue_work(oxe_wq, &q->work);
-}
-
-void oxe_shim_rxq_cancel(struct oxe_rxq *q)
-{
-	cancel_work_sync(&q->work);
-}
-
-struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q)
-{
-	return skb_dequeue(&q->skbs);
-}
-
-void oxe_shim_rxq_free(struct oxe_rxq *q)
-{
-	cancel_work_sync(&q->work);
-	skb_queue_purge(&q->skbs);
-	kfree(q);
-}
-
-struct oxe_skbq {
-	struct sk_buff_head skbs;
-};
-
-struct oxe_skbq *oxe_shim_skbq_new(void)
-{
-	struct oxe_skbq *q = kzalloc(sizeof(*q), GFP_KERNEL);
-
-	if (q)
-		skb_queue_head_init(&q->skbs);
-	return q;
-}
-
-void oxe_shim_skbq_push(struct oxe_skbq *q, struct sk_buff *skb)
-{
-	skb_queue_tail(&q->skbs, skb);
-}
-
-struct sk_buff *oxe_shim_skbq_pop(struct oxe_skbq *q)
-{
-	return skb_dequeue(&q->skbs);
-}
-
-bool oxe_shim_skbq_empty(struct oxe_skbq *q)
-{
-	return skb_queue_empty_lockless(&q->skbs);
-}
-
-void oxe_shim_skbq_free(struct oxe_skbq *q)
-{
-	skb_queue_purge(&q->skbs);
-	kfree(q);
+	skb_queue_head_init(list);
 }
 
 void oxe_shim_spin_lock_bh(spinlock_t *lock)
@@ -815,7 +632,8 @@ struct oxe_umem_release *oxe_shim_umem_release_new(void)
 	return kzalloc(sizeof(struct oxe_umem_release), GFP_KERNEL);
 }
 
-void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r)
+void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r,
+			   struct workqueue_struct *wq)
 {
 	/* Unpinning dirty pages takes the page lock: not with softirqs held off. */
 	if (!in_interrupt() && !irqs_disabled()) {
@@ -826,7 +644,7 @@ void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r)
 	get_device(&umem->ibdev->dev);
 	r->umem = umem;
 	INIT_WORK(&r->work, oxe_umem_release_run);
-	queue_work(oxe_wq, &r->work);
+	queue_work(wq, &r->work);
 }
 
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len)

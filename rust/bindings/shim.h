@@ -106,32 +106,12 @@ void oxe_shim_kfree_skb(struct sk_buff *skb);
 u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off);
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);
 
-/* Work on oxe's workqueue, freed (cancelled and waited for) by _free. */
-int oxe_shim_wq_init(void);
-void oxe_shim_wq_exit(void);
-struct oxe_work;
-struct oxe_work *oxe_shim_work_new(void (*fn)(void *), void *ctx);
-void oxe_shim_work_home_here(struct oxe_work *w);
-void oxe_shim_work_queue(struct oxe_work *w);
-void oxe_shim_work_queue_after(struct oxe_work *w, unsigned long delay);
-void oxe_shim_work_cancel(struct oxe_work *w);
-void oxe_shim_work_free(struct oxe_work *w);
-/* A packet queue drained by a work item. */
-struct oxe_rxq;
-struct oxe_rxq *oxe_shim_rxq_new(bool (*fn)(void *), void *ctx, bool steered);
-void oxe_shim_rxq_push(struct oxe_rxq *q, struct sk_buff *skb);
-/* Schedules the drain with nothing new queued (work it left for later). */
-void oxe_shim_rxq_kick(struct oxe_rxq *q);
-void oxe_shim_rxq_cancel(struct oxe_rxq *q);
-struct sk_buff *oxe_shim_rxq_pop(struct oxe_rxq *q);
-void oxe_shim_rxq_free(struct oxe_rxq *q);
-/* A packet queue and nothing else (a QP's backlog, drained by its work). */
-struct oxe_skbq;
-struct oxe_skbq *oxe_shim_skbq_new(void);
-void oxe_shim_skbq_push(struct oxe_skbq *q, struct sk_buff *skb);
-struct sk_buff *oxe_shim_skbq_pop(struct oxe_skbq *q);
-void oxe_shim_skbq_free(struct oxe_skbq *q);
-bool oxe_shim_skbq_empty(struct oxe_skbq *q);
+/* Macros and inline functions of workqueues, CPU masks and skb lists. */
+struct workqueue_struct *oxe_shim_alloc_workqueue(const char *name, unsigned int flags);
+void oxe_shim_init_delayed_work(struct delayed_work *dw, work_func_t fn);
+void oxe_shim_init_work(struct work_struct *work, work_func_t fn);
+int oxe_shim_next_online_cpu(int cpu);
+void oxe_shim_skb_queue_head_init(struct sk_buff_head *list);
 u64 oxe_shim_jiffies64(void);
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
 unsigned long oxe_shim_usecs_to_jiffies(u64 us);
@@ -155,7 +135,8 @@ void oxe_shim_synchronize_rcu(void);
  */
 struct oxe_umem_release;
 struct oxe_umem_release *oxe_shim_umem_release_new(void);
-void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r);
+void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r,
+			   struct workqueue_struct *wq);
 
 /* Completion and async event delivery. */
 void oxe_shim_cq_comp(struct ib_cq *cq);

@@ -12,6 +12,7 @@ use crate::oxe_core::icrc;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
+use kernel::types::Opaque;
 
 /// ICRC bytes at the end of every RoCE packet.
 pub(crate) const ICRC_LEN: usize = 4;
@@ -193,6 +194,57 @@ impl Drop for RxPacket {
     }
 }
 
+/// A list of skbs with its own lock (the kernel's `sk_buff_head`), on
+/// the heap: the list's head is linked to by its members.
+///
+/// # Invariants
+///
+/// `self.0` is an initialized list holding only skbs it owns.
+pub(crate) struct SkbList(Pin<KBox<Opaque<b::sk_buff_head>>>);
+
+// SAFETY: the list has its own irq-safe lock.
+unsafe impl Send for SkbList {}
+// SAFETY: as above.
+unsafe impl Sync for SkbList {}
+
+impl SkbList {
+    pub(crate) fn new() -> Result<Self> {
+        let head = KBox::pin(Opaque::uninit(), GFP_KERNEL)?;
+        // SAFETY: pinned, not in use yet.
+        unsafe { b::oxe_shim_skb_queue_head_init(head.get()) };
+        Ok(SkbList(head))
+    }
+
+    /// Appends `skb`, whose ownership passes to the list. Any context.
+    pub(super) fn push(&self, skb: *mut b::sk_buff) {
+        // SAFETY: an initialized list (type invariant); the caller's skb.
+        unsafe { b::skb_queue_tail(self.0.get(), skb) };
+    }
+
+    /// The first skb, now the caller's, or null.
+    pub(super) fn pop(&self) -> *mut b::sk_buff {
+        // SAFETY: an initialized list (type invariant).
+        unsafe { b::skb_dequeue(self.0.get()) }
+    }
+
+    /// Whether the list is empty (a racy hint, as skb_queue_len_lockless).
+    fn is_empty(&self) -> bool {
+        let head = self.0.get();
+        // SAFETY: an initialized list. A volatile read, as READ_ONCE:
+        // others change the length under the list's lock.
+        unsafe { core::ptr::addr_of!((*head).qlen).read_volatile() == 0 }
+    }
+}
+
+impl Drop for SkbList {
+    fn drop(&mut self) {
+        // SAFETY: an initialized list whose skbs are ours (type invariant).
+        unsafe {
+            b::skb_queue_purge_reason(self.0.get(), b::skb_drop_reason_SKB_DROP_REASON_QUEUE_PURGE)
+        };
+    }
+}
+
 /// Packets built under a QP's lock, sent once it is released.
 ///
 /// Sending from process context with softirqs enabled lets the network
@@ -202,27 +254,20 @@ impl Drop for RxPacket {
 ///
 /// # Invariants
 ///
-/// `self.q` is a live `oxe_skbq` holding only complete packets from
-/// [`TxPacket::seal`], with their routes.
+/// `self.q` holds only complete packets from [`TxPacket::seal`], with
+/// their routes.
 pub(crate) struct TxQueue {
-    q: NonNull<b::oxe_skbq>,
+    q: SkbList,
     /// Someone is sending from the queue. One sender at a time keeps the
     /// QP's packets in order: two CPUs popping in turn would interleave
     /// them onto two receive backlogs, and the peer would see a PSN gap.
     sending: AtomicBool,
 }
 
-// SAFETY: the skb queue has its own irq-safe lock.
-unsafe impl Send for TxQueue {}
-// SAFETY: as above.
-unsafe impl Sync for TxQueue {}
-
 impl TxQueue {
     pub(crate) fn new() -> Result<Self> {
-        // SAFETY: plain allocation.
-        let q = unsafe { b::oxe_shim_skbq_new() };
         Ok(TxQueue {
-            q: NonNull::new(q).ok_or(ENOMEM)?,
+            q: SkbList::new()?,
             sending: AtomicBool::new(false),
         })
     }
@@ -234,8 +279,8 @@ impl TxQueue {
         drop(pkt.to.take());
         let skb = pkt.skb.as_ptr();
         core::mem::forget(pkt);
-        // SAFETY: live queue; it takes the packet (type invariant kept: sealed).
-        unsafe { b::oxe_shim_skbq_push(self.q.as_ptr(), skb) };
+        // INVARIANT: a sealed packet.
+        self.q.push(skb);
     }
 
     /// Sends everything queued, in order, unless another caller is sending
@@ -257,8 +302,7 @@ impl TxQueue {
                     return;
                 }
                 for _ in 0..TX_BURST {
-                    // SAFETY: live queue; a dequeued skb is ours.
-                    let skb = unsafe { b::oxe_shim_skbq_pop(self.q.as_ptr()) };
+                    let skb = self.q.pop();
                     if skb.is_null() {
                         break;
                     }
@@ -269,8 +313,7 @@ impl TxQueue {
             self.sending.store(false, Ordering::SeqCst);
             // Packets queued after the last pop, whose callers saw us
             // sending, are ours to send.
-            // SAFETY: live queue.
-            if unsafe { b::oxe_shim_skbq_empty(self.q.as_ptr()) } {
+            if self.q.is_empty() {
                 return;
             }
         }
@@ -280,10 +323,3 @@ impl TxQueue {
 /// Packets sent per softirq-off burst: well inside the per-CPU receive
 /// backlog (1000), and the size of the requester's own burst.
 const TX_BURST: u32 = 64;
-
-impl Drop for TxQueue {
-    fn drop(&mut self) {
-        // SAFETY: live queue (type invariant); frees what is queued.
-        unsafe { b::oxe_shim_skbq_free(self.q.as_ptr()) };
-    }
-}

@@ -190,6 +190,12 @@ impl Drop for Umem {
         // SAFETY: releases the pin taken in `pin`, exactly once, with its
         // unused release context, which the shim frees (type invariant). The
         // shim defers the release to process context when need be.
-        unsafe { b::oxe_shim_umem_release(self.umem.as_ptr(), self.release.as_ptr()) };
+        unsafe {
+            b::oxe_shim_umem_release(
+                self.umem.as_ptr(),
+                self.release.as_ptr(),
+                super::work::unbound_wq(),
+            )
+        };
     }
 }

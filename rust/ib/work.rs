@@ -18,12 +18,15 @@
 //! a pinned box). The macro also gives the type a `Drop` that cancels the
 //! work before any field goes, whatever the fields' order.
 
-use super::pkt::RxPacket;
+use super::pkt::{RxPacket, SkbList};
 use crate::bindings as b;
 use core::ffi::c_void;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 use kernel::prelude::*;
+use kernel::str::CStr;
 use kernel::sync::{Arc, SetOnce};
+use kernel::types::Opaque;
 
 /// A type whose `work_slot` is a field of its own, cancelled by its `Drop`
 /// before anything else of it goes. Implemented by [`owns_work!`] only.
@@ -75,6 +78,20 @@ macro_rules! owns_work {
         }
     };
     (@slots $t:ty { $(work: $w:ident)? rx: $($r:ident)? }) => {
+        // `$t` must not be `Unpin`: pinned, it then stays where its work
+        // items point until it is dropped. (An `Unpin` type could be moved
+        // out of its `Arc` or box, leaving them pointing at the old place;
+        // this fails to compile then: both impls apply, and the call is
+        // ambiguous.)
+        const _: () = {
+            trait AmbiguousIfUnpin<A> {
+                fn check() {}
+            }
+            impl<T: ?Sized> AmbiguousIfUnpin<()> for T {}
+            struct IsUnpin;
+            impl<T: ?Sized + Unpin> AmbiguousIfUnpin<IsUnpin> for T {}
+            let _ = <$t as AmbiguousIfUnpin<_>>::check;
+        };
         $(
             // SAFETY: the slot is a field of the object, and the drop that
             // this macro gives the object cancels it before any field goes.
@@ -99,14 +116,15 @@ macro_rules! owns_work {
 pub(crate) use owns_work;
 
 /// An object that stays where it is until dropped: its address is what its
-/// work items call back with.
+/// work items call back with. With `T: !Unpin` (which [`owns_work!`]
+/// checks), both an `Arc` (always pinned) and a pinned reference guarantee
+/// that.
 pub(crate) trait Anchored<T> {
     fn anchor(&self) -> *const T;
 }
 
 impl<T> Anchored<T> for Arc<T> {
     fn anchor(&self) -> *const T {
-        // A kernel Arc never moves its contents (it has no get_mut).
         &**self
     }
 }
@@ -144,21 +162,74 @@ pub(crate) fn start_rx_queue<T: HasRxQueue>(this: &impl Anchored<T>, on: DrainOn
         .ok_or(EBUSY)
 }
 
-/// Creates oxe's workqueue; module init.
+/// oxe's two workqueues: an unbound one, and a per-CPU one for work that
+/// must run on a CPU of our choosing (a QP's home, a steered queue's CPU).
+/// Set once at module init, cleared at exit, after every device is gone.
+static UNBOUND: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
+static PER_CPU: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Creates oxe's workqueues; module init.
 pub(crate) fn init() -> Result {
-    // SAFETY: called once from module init.
-    let ret = unsafe { b::oxe_shim_wq_init() };
-    if ret != 0 {
-        return Err(Error::from_errno(ret));
-    }
+    let alloc = |name: &CStr, flags: u32| {
+        // SAFETY: a static name; plain allocation (NULL on failure).
+        NonNull::new(unsafe { b::oxe_shim_alloc_workqueue(name.as_char_ptr(), flags) })
+            .ok_or(ENOMEM)
+    };
+    let unbound = alloc(c"oxe", b::wq_flags_WQ_UNBOUND | b::wq_flags_WQ_HIGHPRI)?;
+    let per_cpu = match alloc(c"oxe_cpu", b::wq_flags_WQ_PERCPU | b::wq_flags_WQ_HIGHPRI) {
+        Ok(q) => q,
+        Err(e) => {
+            // SAFETY: created above, unused.
+            unsafe { b::destroy_workqueue(unbound.as_ptr()) };
+            return Err(e);
+        }
+    };
+    UNBOUND.store(unbound.as_ptr(), Ordering::Release);
+    PER_CPU.store(per_cpu.as_ptr(), Ordering::Release);
     Ok(())
 }
 
-/// Destroys the workqueue (draining it); module exit, after every device.
+/// Destroys the workqueues (draining them); module exit, after every device.
 pub(crate) fn exit() {
-    // SAFETY: called once from module exit, after `init` succeeded; every
-    // work handle has been dropped (so cancelled) by then.
-    unsafe { b::oxe_shim_wq_exit() };
+    for q in [&PER_CPU, &UNBOUND] {
+        let q = q.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        if !q.is_null() {
+            // SAFETY: created by `init`; every work handle has been dropped
+            // (so cancelled) by now, and nothing queues any more.
+            unsafe { b::destroy_workqueue(q) };
+        }
+    }
+}
+
+/// The workqueue `q` (set between module init and exit, when work exists).
+fn wq(q: &AtomicPtr<b::workqueue_struct>) -> *mut b::workqueue_struct {
+    q.load(Ordering::Acquire)
+}
+
+/// The unbound workqueue, for deferred C work of `ib/` (a umem release
+/// from atomic context): drained at module exit like the rest.
+pub(super) fn unbound_wq() -> *mut b::workqueue_struct {
+    wq(&UNBOUND)
+}
+
+/// The CPU this runs on (it may move right after: only a hint).
+fn this_cpu() -> i32 {
+    // SAFETY: reads the current CPU number.
+    unsafe { b::raw_smp_processor_id() as i32 }
+}
+
+/// The next online CPU after `cpu` (the first after the last), or `cpu`
+/// when it is alone. A CPU that goes offline meanwhile is harmless: work
+/// queued on it runs on some other CPU.
+fn cpu_after(cpu: i32) -> i32 {
+    // SAFETY: reads the online mask.
+    let next = unsafe { b::oxe_shim_next_online_cpu(cpu) };
+    if next >= 0 {
+        next
+    } else {
+        // SAFETY: as above.
+        unsafe { b::oxe_shim_next_online_cpu(-1) }.max(0)
+    }
 }
 
 /// The current time in jiffies.
@@ -179,76 +250,103 @@ pub(crate) trait WorkFn: Sync {
     fn run(&self);
 }
 
+/// The memory of a [`Work`]: the kernel's delayed work first, so that its
+/// `work_struct` is the cell's address.
+#[repr(C)]
+struct WorkCell {
+    dw: Opaque<b::delayed_work>,
+    /// The object the work runs on (a `T: WorkFn`).
+    ctx: *const c_void,
+    /// The CPU the work runs on.
+    cpu: AtomicI32,
+}
+
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn work_tramp<T: WorkFn>(ctx: *mut c_void) {
-    // SAFETY: `ctx` is the `T` the Work was created for, which (Work's
-    // contract) outlives the work: dropping the Work cancels and waits.
-    unsafe { &*ctx.cast::<T>() }.run();
+unsafe extern "C" fn run_work<T: WorkFn>(work: *mut b::work_struct) {
+    let cell = work.cast::<WorkCell>();
+    // SAFETY: `work` is the first field of the delayed work, itself the
+    // first of a live WorkCell (dropping the Work cancels and waits), whose
+    // `ctx` is a `T` that outlives the Work (Work::new's contract).
+    unsafe { &*(*cell).ctx.cast::<T>() }.run();
 }
 
 /// A deferred call of `T::run` on one object, on its home CPU.
 ///
 /// # Invariants
 ///
-/// `self.0` is a live `oxe_work` whose context is the `T` given to `new`.
-pub(crate) struct Work(NonNull<b::oxe_work>);
+/// `self.0`'s delayed work is initialized, runs `run_work::<T>` on the `T`
+/// given to `new`, and is cancelled before the cell is freed.
+pub(crate) struct Work(Pin<KBox<WorkCell>>);
 
-// SAFETY: the C work item is internally synchronized (workqueue API).
+// SAFETY: the delayed work is internally synchronized (workqueue API); the
+// context is only handed to `T::run` (T: Sync).
 unsafe impl Send for Work {}
 // SAFETY: as above.
 unsafe impl Sync for Work {}
 
 impl Work {
-    /// A work item that calls `ctx.run()`.
+    /// A work item that calls `ctx.run()`, at first on the calling CPU.
     ///
     /// # Safety
     ///
-    /// `ctx` must stay valid until the returned `Work` is dropped (typically:
-    /// the `Work` is a field of `*ctx`, declared before anything `run` uses,
-    /// and `ctx` does not move).
+    /// `ctx` must stay valid until the returned `Work` is dropped (the
+    /// `Work` is a field of `*ctx`, whose drop cancels it first, and `ctx`
+    /// does not move: see [`start_work`]).
     unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
-        // SAFETY: the trampoline matches `T`; the context contract is the caller's.
-        let w = unsafe { b::oxe_shim_work_new(Some(work_tramp::<T>), ctx.cast_mut().cast()) };
-        NonNull::new(w).map(Work).ok_or(ENOMEM)
+        let cell = KBox::pin(
+            WorkCell {
+                dw: Opaque::uninit(),
+                ctx: ctx.cast(),
+                cpu: AtomicI32::new(this_cpu()),
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: the delayed work is pinned in the box and not in use yet.
+        unsafe { b::oxe_shim_init_delayed_work(cell.dw.get(), Some(run_work::<T>)) };
+        Ok(Work(cell))
+    }
+
+    fn dw(&self) -> *mut b::delayed_work {
+        self.0.dw.get()
     }
 
     /// Runs the work soon (again, if it is running now). Any context.
     pub(crate) fn queue(&self) {
-        // SAFETY: live work (type invariant).
-        unsafe { b::oxe_shim_work_queue(self.0.as_ptr()) };
+        let cpu = self.0.cpu.load(Ordering::Relaxed);
+        // SAFETY: an initialized delayed work (type invariant) on our
+        // per-CPU queue, which exists while work does.
+        unsafe { b::mod_delayed_work_on(cpu, wq(&PER_CPU), self.dw(), 0) };
     }
 
     /// Runs the work after `delay` jiffies, unless it is due sooner anyway.
     pub(crate) fn queue_after(&self, delay: u64) {
-        // SAFETY: live work (type invariant).
-        unsafe { b::oxe_shim_work_queue_after(self.0.as_ptr(), delay as kernel::ffi::c_ulong) };
+        let cpu = self.0.cpu.load(Ordering::Relaxed);
+        // SAFETY: as in `queue`.
+        unsafe { b::queue_delayed_work_on(cpu, wq(&PER_CPU), self.dw(), delay as usize) };
     }
-}
 
-impl Work {
     /// Makes the calling CPU the one the work runs on (at first, the CPU
     /// that created it). Everything a QP sends from process context then
     /// leaves from one CPU: packets sent from two CPUs land on two receive
     /// backlogs, and the peer may take them out of order.
     pub(crate) fn home_here(&self) {
-        // SAFETY: live work (type invariant).
-        unsafe { b::oxe_shim_work_home_here(self.0.as_ptr()) };
+        self.0.cpu.store(this_cpu(), Ordering::Relaxed);
     }
 
     /// Cancels the work and waits for a running call; it may be queued
     /// again afterwards.
     pub(crate) fn cancel(&self) {
-        // SAFETY: live work (type invariant).
-        unsafe { b::oxe_shim_work_cancel(self.0.as_ptr()) };
+        // SAFETY: an initialized delayed work (type invariant).
+        unsafe { b::cancel_delayed_work_sync(self.dw()) };
     }
 }
 
 impl Drop for Work {
     fn drop(&mut self) {
-        // SAFETY: live work; cancels, waits for a running call, frees.
-        unsafe { b::oxe_shim_work_free(self.0.as_ptr()) };
+        // Before the cell goes (type invariant).
+        self.cancel();
     }
 }
 
@@ -257,15 +355,6 @@ pub(crate) trait Drain: Sync {
     /// Processes queued packets (process context); returns whether some are
     /// left, and the drain then runs again after other work had a turn.
     fn drain(&self) -> bool;
-}
-
-/// # Safety
-///
-/// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn drain_tramp<T: Drain>(ctx: *mut c_void) -> bool {
-    // SAFETY: `ctx` is the `T` the queue was created for, which (RxQueue's
-    // contract) outlives it: dropping the queue cancels and waits.
-    unsafe { &*ctx.cast::<T>() }.drain()
 }
 
 /// Where an [`RxQueue`] is drained.
@@ -281,14 +370,64 @@ pub(crate) enum DrainOn {
     OtherCpu,
 }
 
+/// The memory of an [`RxQueue`]: the work first, so that its address is
+/// the cell's.
+#[repr(C)]
+struct RxCell {
+    work: Opaque<b::work_struct>,
+    /// The object that drains the queue (a `T: Drain`).
+    ctx: *const c_void,
+    on: DrainOn,
+    skbs: SkbList,
+}
+
+impl RxCell {
+    /// Queues the drain. A work item already queued or running keeps its
+    /// CPU (the workqueue never runs one item on two CPUs at once), so a
+    /// queue is drained in order, by one CPU at a time.
+    fn kick(&self) {
+        let (q, cpu) = match self.on {
+            DrainOn::OtherCpu => (wq(&PER_CPU), cpu_after(this_cpu())),
+            DrainOn::AnyCpu => (wq(&UNBOUND), b::wq_misc_consts_WORK_CPU_UNBOUND as i32),
+        };
+        // SAFETY: an initialized work (RxQueue invariant) on one of our
+        // queues, which exist while work does.
+        unsafe { b::queue_work_on(cpu, q, self.work.get()) };
+    }
+}
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn run_drain<T: Drain>(work: *mut b::work_struct) {
+    // SAFETY: `work` is the first field of a live RxCell (dropping the
+    // queue cancels and waits), whose `ctx` is a `T` that outlives it
+    // (RxQueue::new's contract).
+    let cell = unsafe { &*work.cast::<RxCell>() };
+    // SAFETY: as above.
+    if unsafe { &*cell.ctx.cast::<T>() }.drain() {
+        // Again after other work had a turn; on the per-CPU queue, from
+        // this CPU (WORK_CPU_UNBOUND there means the local one), so a
+        // steered queue stays where it is being drained.
+        let q = match cell.on {
+            DrainOn::OtherCpu => wq(&PER_CPU),
+            DrainOn::AnyCpu => wq(&UNBOUND),
+        };
+        // SAFETY: as in `RxCell::kick`.
+        unsafe { b::queue_work_on(b::wq_misc_consts_WORK_CPU_UNBOUND as i32, q, work) };
+    }
+}
+
 /// Packets from softirq receive, drained in process context by `T::drain`.
 ///
 /// # Invariants
 ///
-/// `self.0` is a live `oxe_rxq` whose context is the `T` given to `new`.
-pub(crate) struct RxQueue(NonNull<b::oxe_rxq>);
+/// `self.0`'s work is initialized, runs `run_drain::<T>` on the `T` given to
+/// `new`, and is cancelled before the cell is freed.
+pub(crate) struct RxQueue(Pin<KBox<RxCell>>);
 
-// SAFETY: the skb queue has its own lock; the work item is workqueue-safe.
+// SAFETY: the skb list has its own lock; the work item is workqueue-safe;
+// the context is only handed to `T::drain` (T: Sync).
 unsafe impl Send for RxQueue {}
 // SAFETY: as above.
 unsafe impl Sync for RxQueue {}
@@ -298,49 +437,49 @@ impl RxQueue {
     ///
     /// As for [`Work::new`].
     unsafe fn new<T: Drain>(ctx: *const T, on: DrainOn) -> Result<Self> {
-        // SAFETY: the trampoline matches `T`; the context contract is the caller's.
-        let q = unsafe {
-            b::oxe_shim_rxq_new(
-                Some(drain_tramp::<T>),
-                ctx.cast_mut().cast(),
-                on == DrainOn::OtherCpu,
-            )
-        };
-        NonNull::new(q).map(RxQueue).ok_or(ENOMEM)
+        let cell = KBox::pin(
+            RxCell {
+                work: Opaque::uninit(),
+                ctx: ctx.cast(),
+                on,
+                skbs: SkbList::new()?,
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: the work is pinned in the box and not in use yet.
+        unsafe { b::oxe_shim_init_work(cell.work.get(), Some(run_drain::<T>)) };
+        Ok(RxQueue(cell))
     }
 
     /// Queues a packet and schedules the drain. Any context.
     pub(crate) fn push(&self, pkt: RxPacket) {
-        // SAFETY: live queue; the queue takes ownership of the skb.
-        unsafe { b::oxe_shim_rxq_push(self.0.as_ptr(), pkt.into_raw()) };
+        self.0.skbs.push(pkt.into_raw());
+        self.0.kick();
     }
 
     /// Schedules the drain without a packet: it has work of its own left
     /// (a READ being answered in bursts).
     pub(crate) fn kick(&self) {
-        // SAFETY: live queue (type invariant).
-        unsafe { b::oxe_shim_rxq_kick(self.0.as_ptr()) };
+        self.0.kick();
     }
 
     /// The next queued packet.
     pub(crate) fn pop(&self) -> Option<RxPacket> {
-        // SAFETY: live queue; a dequeued skb is ours.
-        let skb = unsafe { b::oxe_shim_rxq_pop(self.0.as_ptr()) };
-        // SAFETY: an skb we own.
-        unsafe { RxPacket::from_raw(skb) }
+        // SAFETY: the list holds only received packets, now ours.
+        unsafe { RxPacket::from_raw(self.0.skbs.pop()) }
     }
 
     /// Cancels the drain and waits for a running one; packets still queued
     /// stay until the queue is dropped.
     pub(crate) fn cancel(&self) {
-        // SAFETY: live queue (type invariant).
-        unsafe { b::oxe_shim_rxq_cancel(self.0.as_ptr()) };
+        // SAFETY: an initialized work (type invariant).
+        unsafe { b::cancel_work_sync(self.0.work.get()) };
     }
 }
 
 impl Drop for RxQueue {
     fn drop(&mut self) {
-        // SAFETY: live queue; cancels and waits for the drain, frees what is queued.
-        unsafe { b::oxe_shim_rxq_free(self.0.as_ptr()) };
+        // Before the cell (and what is queued) goes (type invariant).
+        self.cancel();
     }
 }
