@@ -193,34 +193,9 @@ unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev)
 	return READ_ONCE(ndev->mtu);
 }
 
-static bool oxe_mc_mac(const struct net_device *ndev, const u8 *gid, u8 *mac)
+unsigned int oxe_shim_netdev_addr_len(const struct net_device *ndev)
 {
-	__be32 v4;
-
-	if (ndev->addr_len != ETH_ALEN)
-		return false;
-	if (ipv6_addr_v4mapped((const struct in6_addr *)gid)) {
-		memcpy(&v4, gid + 12, sizeof(v4));
-		ip_eth_mc_map(v4, (char *)mac);
-	} else {
-		ipv6_eth_mc_map((const struct in6_addr *)gid, (char *)mac);
-	}
-	return true;
-}
-
-int oxe_shim_dev_mc_add(struct net_device *ndev, const u8 *gid)
-{
-	u8 mac[ETH_ALEN];
-
-	return oxe_mc_mac(ndev, gid, mac) ? dev_mc_add(ndev, mac) : 0;
-}
-
-void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid)
-{
-	u8 mac[ETH_ALEN];
-
-	if (oxe_mc_mac(ndev, gid, mac))
-		dev_mc_del(ndev, mac);
+	return ndev->addr_len;
 }
 
 void oxe_shim_udp_tunnel_close(struct socket *sock)
@@ -294,36 +269,13 @@ void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, boo
 	kunmap_local(va);
 }
 
-/* IBTA atomics must be atomic against each other; one lock, as a soft device can. */
-static DEFINE_SPINLOCK(oxe_atomic_lock);
-
-u64 oxe_shim_pfn_atomic(unsigned long pfn, size_t off, bool cas, u64 cmp_add, u64 swap)
+void *oxe_shim_kmap_local_pfn(unsigned long pfn)
 {
-	u64 *p, orig;
-	void *va = kmap_local_pfn(pfn);
-
-	p = va + off;
-	spin_lock_bh(&oxe_atomic_lock);
-	orig = READ_ONCE(*p);
-	if (cas) {
-		if (orig == cmp_add)
-			WRITE_ONCE(*p, swap);
-	} else {
-		WRITE_ONCE(*p, orig + cmp_add);
-	}
-	spin_unlock_bh(&oxe_atomic_lock);
-	kunmap_local(va);
-	return orig;
+	return kmap_local_pfn(pfn);
 }
 
-/* ATOMIC WRITE: one aligned 8-byte store, ordered against the atomics above. */
-void oxe_shim_pfn_atomic_store(unsigned long pfn, size_t off, u64 value)
+void oxe_shim_kunmap_local(void *va)
 {
-	void *va = kmap_local_pfn(pfn);
-
-	spin_lock_bh(&oxe_atomic_lock);
-	WRITE_ONCE(*(u64 *)(va + off), value);
-	spin_unlock_bh(&oxe_atomic_lock);
 	kunmap_local(va);
 }
 
@@ -408,17 +360,27 @@ static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *a
 	return ib;
 }
 
-struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
-				  unsigned int len, u8 **payload, bool *local,
+/*
+ * Routes a packet of @len bytes from the IP header on (headers included)
+ * and allocates its skb, with the IP and UDP headers' room pushed and marked;
+ * returns the skb, and in *@l3 where its IP header goes, which the caller
+ * writes. *@local says the route stays on this host, and *@to is then the
+ * device that owns the destination (a reference), if any.
+ */
+struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
+				  unsigned int len, u8 **l3, bool *local,
 				  struct ib_device **to, int *err)
 {
 	struct net_device *owner = NULL;
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
 	struct sk_buff *skb;
-	struct udphdr *uh;
 	unsigned int hdr = av->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
 
+	if (len < hdr + sizeof(struct udphdr)) {
+		*err = -EINVAL;
+		return NULL;
+	}
 	if (av->ipv6) {
 		struct flowi6 fl6 = {};
 
@@ -459,8 +421,7 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		*to = oxe_local_owner(net, av, &owner);
 
 	/* The requester runs under its QP's softirq-safe lock. */
-	skb = alloc_skb(LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh) + len + ndev->needed_tailroom,
-			GFP_ATOMIC);
+	skb = alloc_skb(LL_RESERVED_SPACE(ndev) + len + ndev->needed_tailroom, GFP_ATOMIC);
 	if (!skb) {
 		dst_release(dst);
 		if (*to)
@@ -469,49 +430,15 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		*err = -ENOMEM;
 		return NULL;
 	}
-	skb_reserve(skb, LL_RESERVED_SPACE(ndev) + hdr + sizeof(*uh));
-	*payload = skb_put(skb, len);
+	skb_reserve(skb, LL_RESERVED_SPACE(ndev));
+	*l3 = skb_put(skb, len);
 	skb->dev = *to ? owner : ndev;
 	skb->protocol = av->ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
 	skb->ip_summed = CHECKSUM_NONE;
-
-	__skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh = udp_hdr(skb);
-	uh->source = htons(sport);
-	uh->dest = htons(4791);
-	uh->len = htons(skb->len);
-	uh->check = 0;
-
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, hdr);
 	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
 	skb_dst_set(skb, dst);
-	__skb_push(skb, hdr);
-	skb_reset_network_header(skb);
-	if (av->ipv6) {
-		struct ipv6hdr *ip6 = ipv6_hdr(skb);
-
-		ip6_flow_hdr(ip6, av->traffic_class, htonl(av->flow_label));
-		ip6->payload_len = htons(skb->len - sizeof(*ip6));
-		ip6->nexthdr = IPPROTO_UDP;
-		ip6->hop_limit = av->hop_limit ? av->hop_limit : 64;
-		memcpy(&ip6->saddr, av->sgid, 16);
-		memcpy(&ip6->daddr, av->dgid, 16);
-	} else {
-		struct iphdr *iph = ip_hdr(skb);
-
-		iph->version = IPVERSION;
-		iph->ihl = sizeof(*iph) >> 2;
-		iph->tot_len = htons(skb->len);
-		iph->frag_off = htons(IP_DF);
-		iph->protocol = IPPROTO_UDP;
-		iph->tos = av->traffic_class;
-		iph->ttl = av->hop_limit ? av->hop_limit : 64;
-		memcpy(&iph->saddr, av->sgid + 12, 4);
-		memcpy(&iph->daddr, av->dgid + 12, 4);
-		__ip_select_ident(net, iph, 1);
-		iph->check = 0;
-		iph->check = ip_fast_csum((u8 *)iph, iph->ihl);
-	}
 	*err = 0;
 	return skb;
 }

@@ -42,13 +42,12 @@ int oxe_shim_udp_tunnel_open(struct net *net, bool ipv6, struct socket **sockp,
 			     int (*rcv)(struct sock *sk, struct sk_buff *skb));
 void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event_type type);
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
+unsigned int oxe_shim_netdev_addr_len(const struct net_device *ndev);
 /*
  * The link-layer address the IP stack maps multicast GID @gid (16 bytes,
  * IPv4-mapped or IPv6) to, added to or removed from @ndev's receive filter
  * (reference counted). Devices without Ethernet addresses have no filter.
  */
-int oxe_shim_dev_mc_add(struct net_device *ndev, const u8 *gid);
-void oxe_shim_dev_mc_del(struct net_device *ndev, const u8 *gid);
 void oxe_shim_udp_tunnel_close(struct socket *sock);
 /* One line of the debugfs "gids" file: -1 the header, else GID entry @i. */
 int oxe_shim_gid_line(struct ib_device *ib, int i, char *buf, size_t len);
@@ -69,8 +68,8 @@ int oxe_shim_remap_vmalloc(struct vm_area_struct *vma, void *addr);
 
 /* Copy to or from one pinned page (by pfn); atomics on one 8-byte word of it. */
 void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, bool to_page);
-u64 oxe_shim_pfn_atomic(unsigned long pfn, size_t off, bool cas, u64 cmp_add, u64 swap);
-void oxe_shim_pfn_atomic_store(unsigned long pfn, size_t off, u64 value);
+void *oxe_shim_kmap_local_pfn(unsigned long pfn);
+void oxe_shim_kunmap_local(void *va);
 /* The same for kernel virtual addresses (kernel consumers' local DMA lkey). */
 void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva);
 
@@ -97,8 +96,8 @@ void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av);
  * destination address, with a reference for the caller, or NULL if there is
  * none, and the skb's device is the netdev that device holds.
  */
-struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av, u16 sport,
-				  unsigned int len, u8 **payload, bool *local,
+struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
+				  unsigned int len, u8 **l3, bool *local,
 				  struct ib_device **to, int *err);
 int oxe_shim_tx_send(struct sk_buff *skb);
 void oxe_shim_kfree_skb(struct sk_buff *skb);

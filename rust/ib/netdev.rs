@@ -47,6 +47,14 @@ impl NetDev {
     }
 
     /// The netdev's MTU in bytes.
+    /// Whether its hardware addresses are Ethernet's (6 bytes); a tun
+    /// device has none.
+    pub(crate) fn is_ethernet(&self) -> bool {
+        // SAFETY: the held netdev is alive (type invariant); its address
+        // length is set when it registers and not changed after.
+        unsafe { b::oxe_shim_netdev_addr_len(self.as_ptr()) == 6 }
+    }
+
     pub(crate) fn mtu(&self) -> u32 {
         // SAFETY: the reference keeps the device alive (type invariant).
         unsafe { b::oxe_shim_netdev_mtu(self.as_ptr()) }
@@ -86,34 +94,42 @@ impl Drop for NetDev {
 ///
 /// # Invariants
 ///
-/// `dev_mc_add` succeeded for `gid` on `ndev`; `drop` undoes it.
+/// `dev_mc_add` succeeded for `mac` on `ndev`; `drop` undoes it.
 pub(crate) struct McFilter {
     ndev: NetDev,
-    gid: [u8; 16],
+    /// `None`: the netdev has no Ethernet addresses, and no filter to set.
+    mac: Option<[u8; 6]>,
 }
 
 impl McFilter {
     /// Adds the address of multicast group `gid` to `ndev`'s filter.
     /// Process context (not under a spinlock: it changes the netdev's rx mode).
     pub(crate) fn add(ndev: &NetDev, gid: &[u8; 16]) -> Result<Self> {
-        // SAFETY: the held netdev is alive (NetDev invariant); `gid` is 16
-        // readable bytes.
-        let ret = unsafe { b::oxe_shim_dev_mc_add(ndev.as_ptr(), gid.as_ptr()) };
-        if ret != 0 {
-            return Err(Error::from_errno(ret));
+        let mac = ndev
+            .is_ethernet()
+            .then(|| crate::oxe_core::gid::multicast_mac(gid));
+        if let Some(mac) = &mac {
+            // SAFETY: the held netdev is alive (NetDev invariant); `mac` is
+            // the 6 bytes of an Ethernet address, as its addr_len says.
+            let ret = unsafe { b::dev_mc_add(ndev.as_ptr(), mac.as_ptr()) };
+            if ret != 0 {
+                return Err(Error::from_errno(ret));
+            }
         }
-        // INVARIANT: added just above.
+        // INVARIANT: added just above, if at all.
         Ok(McFilter {
             ndev: ndev.clone(),
-            gid: *gid,
+            mac,
         })
     }
 }
 
 impl Drop for McFilter {
     fn drop(&mut self) {
-        // SAFETY: the held netdev is alive; balances the add (type invariant).
-        unsafe { b::oxe_shim_dev_mc_del(self.ndev.as_ptr(), self.gid.as_ptr()) };
+        if let Some(mac) = &self.mac {
+            // SAFETY: the held netdev is alive; balances the add (type invariant).
+            unsafe { b::dev_mc_del(self.ndev.as_ptr(), mac.as_ptr()) };
+        }
     }
 }
 

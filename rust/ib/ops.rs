@@ -78,8 +78,8 @@ pub(super) fn device_ops<D: Driver>() -> b::ib_device_ops {
 pub(super) unsafe fn dev_of<D: Driver>(ib: *mut b::ib_device) -> Result<(IbDev<D>, &'static D)> {
     // SAFETY: caller contract; ib_core keeps the device for the callback.
     let dev = unsafe { IbDev::from_raw(ib) }.ok_or(ENODEV)?;
-    // The 'static is confined to this file: every caller uses it only for
-    // the duration of its callback.
+    // The 'static is confined to `ib/` (dev_of is not the driver's): every
+    // caller uses it only for the duration of its callback.
     Ok((dev, dev.drv()?))
 }
 

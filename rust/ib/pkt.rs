@@ -9,6 +9,7 @@ use super::device::DevRef;
 use super::netdev::NetDev;
 use crate::bindings as b;
 use crate::oxe_core::icrc;
+use crate::oxe_core::ip::{self, IpHeader};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
@@ -61,22 +62,32 @@ pub(crate) fn c_av(av: &Av) -> b::oxe_av {
 
 impl TxPacket {
     /// Routes to `av` from `ndev` and allocates room for `len` bytes after
-    /// the UDP header (BTH, payload and ICRC).
+    /// the UDP header (BTH, payload and ICRC), with the IP and UDP headers
+    /// written in front of them.
     pub(crate) fn new(ndev: &NetDev, av: &Av, sport: u16, len: usize) -> Result<Self> {
+        let ip = IpHeader {
+            sgid: av.sgid,
+            dgid: av.dgid,
+            ipv6: av.ipv6,
+            traffic_class: av.traffic_class,
+            flow_label: av.flow_label,
+            hop_limit: av.hop_limit,
+        };
+        let hdr = ip.len() + ip::UDP_LEN;
+        let total = len.checked_add(hdr).ok_or(EINVAL)?;
+        let total_c = u32::try_from(total).map_err(|_| EINVAL)?;
         let c_av = c_av(av);
-        let mut payload: *mut u8 = core::ptr::null_mut();
+        let mut l3: *mut u8 = core::ptr::null_mut();
         let mut local = false;
         let mut to: *mut b::ib_device = core::ptr::null_mut();
         let mut err = 0;
-        let len_c = u32::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: the netdev is held (NetDev invariant); the out pointers are valid.
         let skb = unsafe {
             b::oxe_shim_tx_alloc(
                 ndev.as_ptr(),
                 &c_av,
-                sport,
-                len_c,
-                &mut payload,
+                total_c,
+                &mut l3,
                 &mut local,
                 &mut to,
                 &mut err,
@@ -87,14 +98,38 @@ impl TxPacket {
         let Some(skb) = NonNull::new(skb) else {
             return Err(Error::from_errno(if err != 0 { err } else { -12 }));
         };
-        // INVARIANT: tx_alloc put `len` bytes at `payload` in a linear skb.
-        Ok(TxPacket {
+        let l3 = NonNull::new(l3).ok_or(ENOMEM)?;
+        // INVARIANT: tx_alloc put `total` bytes at `l3` in a linear skb,
+        // the last `len` of them after the headers.
+        // (Dropped on an error below, it frees the skb.)
+        let pkt = TxPacket {
             skb,
-            payload: NonNull::new(payload).ok_or(ENOMEM)?,
+            // SAFETY: `hdr` <= `total`, within the skb's bytes.
+            payload: unsafe { l3.add(hdr) },
             len,
             local,
             to,
-        })
+        };
+        // SAFETY: `total` bytes at `l3` belong to our skb (as above).
+        let bytes = unsafe { core::slice::from_raw_parts_mut(l3.as_ptr(), total) };
+        ip::write_headers(bytes, &ip, sport).ok_or(EINVAL)?;
+        if let Some(iph) = bytes
+            .first_chunk_mut::<{ ip::IPV4_LEN }>()
+            .filter(|_| !ip.ipv6)
+        {
+            // The identification is the kernel's (it reads the addresses
+            // and protocol written above); the checksum goes last.
+            // SAFETY: an IPv4 header in our skb, of the netdev's namespace.
+            unsafe {
+                b::__ip_select_ident(
+                    super::udp::NetNs::of(ndev).as_ptr(),
+                    iph.as_mut_ptr().cast(),
+                    1,
+                )
+            };
+            ip::set_ipv4_checksum(iph);
+        }
+        Ok(pkt)
     }
 
     /// The bytes from the BTH to the ICRC.
@@ -215,8 +250,12 @@ impl SkbList {
         Ok(SkbList(head))
     }
 
-    /// Appends `skb`, whose ownership passes to the list. Any context.
-    pub(super) fn push(&self, skb: *mut b::sk_buff) {
+    /// Appends `skb`. Any context.
+    ///
+    /// # Safety
+    ///
+    /// `skb` is an skb the caller owns, whose ownership passes to the list.
+    pub(super) unsafe fn push(&self, skb: *mut b::sk_buff) {
         // SAFETY: an initialized list (type invariant); the caller's skb.
         unsafe { b::skb_queue_tail(self.0.get(), skb) };
     }
@@ -279,8 +318,8 @@ impl TxQueue {
         drop(pkt.to.take());
         let skb = pkt.skb.as_ptr();
         core::mem::forget(pkt);
-        // INVARIANT: a sealed packet.
-        self.q.push(skb);
+        // SAFETY: our skb, forgotten above; INVARIANT: a sealed packet.
+        unsafe { self.q.push(skb) };
     }
 
     /// Sends everything queued, in order, unless another caller is sending

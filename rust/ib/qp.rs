@@ -203,11 +203,9 @@ pub(super) unsafe extern "C" fn destroy_qp<D: Driver>(
     _udata: *mut b::ib_udata,
 ) -> c_int {
     // SAFETY: a QP of `D`; destroyed once.
-    let Ok((_, drv)) = (unsafe { super::ops::dev_of::<D>((*ibqp).device) }) else {
-        return 0;
-    };
+    let qp = unsafe { QpObj::<D>::take(ibqp) };
     // SAFETY: as above.
-    if let Some(qp) = unsafe { QpObj::<D>::take(ibqp) } {
+    if let (Some(qp), Ok((_, drv))) = (qp, unsafe { super::ops::dev_of::<D>((*ibqp).device) }) {
         qp.destroy(drv);
     }
     0

@@ -67,9 +67,9 @@ pub(super) unsafe extern "C" fn get_stats<D: Driver>(
     let Ok((_, drv)) = (unsafe { dev_of::<D>(ib) }) else {
         return 0;
     };
-    let n = D::stat_descs().len();
-    // SAFETY: `stats` came from alloc_device_stats, so `value` has n entries.
-    let out = unsafe { (*stats).value.as_mut_slice(n) };
+    // SAFETY: `stats` came from alloc_device_stats, with a `value` of
+    // `num_counters` entries.
+    let out = unsafe { (*stats).value.as_mut_slice((*stats).num_counters as usize) };
     drv.stats(out);
-    n as i32
+    out.len() as i32
 }

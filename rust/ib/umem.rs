@@ -6,6 +6,7 @@ use super::device::IbDev;
 use super::error::from_err_ptr;
 use crate::bindings as b;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 /// User pages pinned by `ib_umem_get` (FOLL_LONGTERM), released on drop.
@@ -131,26 +132,41 @@ impl Umem {
     /// so within one page): compare-and-swap or fetch-and-add; returns the
     /// original value.
     pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
-        let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
-        if room < 8 || in_page % 8 != 0 {
-            return Err(EINVAL);
-        }
-        // SAFETY: a pinned page; the word lies within it and is aligned.
-        Ok(unsafe {
-            b::oxe_shim_pfn_atomic(pfn as kernel::ffi::c_ulong, in_page, cas, cmp_add, swap)
+        self.with_word(off, |w| {
+            if cas {
+                match w.compare_exchange(cmp_add, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(v) | Err(v) => v,
+                }
+            } else {
+                w.fetch_add(cmp_add, Ordering::SeqCst)
+            }
         })
     }
 
     /// Stores the 8-byte `value` at byte `off` (8-byte aligned in the
     /// address space, so within one page) as one store.
     pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
+        self.with_word(off, |w| w.store(value, Ordering::SeqCst))
+    }
+
+    /// Runs `f` on the aligned 8-byte word at byte `off`, as the CPU's own
+    /// atomic. IBTA asks that atomics be atomic against each other on the
+    /// device (IB_ATOMIC_HCA); the CPU's locked instructions give that, and
+    /// atomicity against the process's own atomics on the page as well.
+    fn with_word<R>(&self, off: u64, f: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
         let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
         if room < 8 || in_page % 8 != 0 {
             return Err(EINVAL);
         }
-        // SAFETY: a pinned page; the word lies within it and is aligned.
-        unsafe { b::oxe_shim_pfn_atomic_store(pfn as kernel::ffi::c_ulong, in_page, value) };
-        Ok(())
+        // SAFETY: a pinned page (type invariant), mapped until the unmap below.
+        let va = unsafe { b::oxe_shim_kmap_local_pfn(pfn as kernel::ffi::c_ulong) };
+        // SAFETY: the word lies within the mapped page and is aligned; it is
+        // user memory, which others change concurrently (the process, other
+        // packets), as the kernel's own atomics on user pages allow.
+        let r = f(unsafe { AtomicU64::from_ptr(va.cast::<u8>().add(in_page).cast()) });
+        // SAFETY: the mapping taken above, the last one this CPU took.
+        unsafe { b::oxe_shim_kunmap_local(va) };
+        Ok(r)
     }
 
     fn get(&self) -> &b::ib_umem {

@@ -50,10 +50,12 @@ pub(crate) unsafe trait HasRxQueue: Drain + Send + Sync + 'static {
 
 /// Declares the fields of `$t` that hold its deferred work
 /// (`work: $w` a `SetOnce<Work>`, `rx: $r` a `SetOnce<RxQueue>`, either or
-/// both), and gives `$t` the `Drop` that cancels them first: a plain
-/// `Drop`, or for a `#[pin_data(PinnedDrop)]` type (`pinned $t`), its
-/// `PinnedDrop`. A type with a drop of its own cannot use it (the two would
-/// conflict), which keeps the cancellation first.
+/// both), and gives `$t` the `Drop` that disables them first (cancels
+/// them, waits for a running call, and turns later queueing, by the other
+/// one say, into nothing): a plain `Drop`, or for a
+/// `#[pin_data(PinnedDrop)]` type (`pinned $t`), its `PinnedDrop`. A type
+/// with a drop of its own cannot use it (the two would conflict), which
+/// keeps this first, whatever the order of the fields.
 macro_rules! owns_work {
     (pinned $t:ty { $(work: $w:ident)? $(, )? $(rx: $r:ident)? }) => {
         $crate::ib::work::owns_work!(@slots $t { $(work: $w)? rx: $($r)? });
@@ -63,8 +65,8 @@ macro_rules! owns_work {
         #[kernel::prelude::pinned_drop]
         impl PinnedDrop for $t {
             fn drop(self: Pin<&mut Self>) {
-                $( if let Some(w) = self.$w.as_ref() { w.cancel(); } )?
-                $( if let Some(q) = self.$r.as_ref() { q.cancel(); } )?
+                $( if let Some(w) = self.$w.as_ref() { w.disable(); } )?
+                $( if let Some(q) = self.$r.as_ref() { q.disable(); } )?
             }
         }
     };
@@ -72,8 +74,8 @@ macro_rules! owns_work {
         $crate::ib::work::owns_work!(@slots $t { $(work: $w)? rx: $($r)? });
         impl Drop for $t {
             fn drop(&mut self) {
-                $( if let Some(w) = self.$w.as_ref() { w.cancel(); } )?
-                $( if let Some(q) = self.$r.as_ref() { q.cancel(); } )?
+                $( if let Some(w) = self.$w.as_ref() { w.disable(); } )?
+                $( if let Some(q) = self.$r.as_ref() { q.disable(); } )?
             }
         }
     };
@@ -98,7 +100,12 @@ macro_rules! owns_work {
             #[allow(unsafe_code)]
             unsafe impl $crate::ib::work::HasWork for $t {
                 fn work_slot(&self) -> &kernel::sync::SetOnce<$crate::ib::work::Work> {
-                    &self.$w
+                    // A raw pointer to the field itself, which no reference
+                    // in the field's place could be coerced into.
+                    let p: *const kernel::sync::SetOnce<$crate::ib::work::Work> =
+                        core::ptr::addr_of!(self.$w);
+                    // SAFETY: a field of `self`, borrowed as `self` is.
+                    unsafe { &*p }
                 }
             }
         )?
@@ -107,7 +114,11 @@ macro_rules! owns_work {
             #[allow(unsafe_code)]
             unsafe impl $crate::ib::work::HasRxQueue for $t {
                 fn rx_queue_slot(&self) -> &kernel::sync::SetOnce<$crate::ib::work::RxQueue> {
-                    &self.$r
+                    // As for the work's slot.
+                    let p: *const kernel::sync::SetOnce<$crate::ib::work::RxQueue> =
+                        core::ptr::addr_of!(self.$r);
+                    // SAFETY: a field of `self`, borrowed as `self` is.
+                    unsafe { &*p }
                 }
             }
         )?
@@ -119,17 +130,24 @@ pub(crate) use owns_work;
 /// work items call back with. With `T: !Unpin` (which [`owns_work!`]
 /// checks), both an `Arc` (always pinned) and a pinned reference guarantee
 /// that.
-pub(crate) trait Anchored<T> {
+///
+/// # Safety
+///
+/// `anchor` returns the address of a live `T` that does not move until it
+/// is dropped.
+pub(crate) unsafe trait Anchored<T> {
     fn anchor(&self) -> *const T;
 }
 
-impl<T> Anchored<T> for Arc<T> {
+// SAFETY: a kernel Arc's contents are pinned.
+unsafe impl<T> Anchored<T> for Arc<T> {
     fn anchor(&self) -> *const T {
         &**self
     }
 }
 
-impl<T> Anchored<T> for Pin<&T> {
+// SAFETY: pinned, and the referent is alive while the reference is.
+unsafe impl<T> Anchored<T> for Pin<&T> {
     fn anchor(&self) -> *const T {
         self.get_ref()
     }
@@ -341,12 +359,19 @@ impl Work {
         // SAFETY: an initialized delayed work (type invariant).
         unsafe { b::cancel_delayed_work_sync(self.dw()) };
     }
+
+    /// Cancels the work, waits for a running call, and makes every later
+    /// queueing a no-op: for its owner's drop.
+    pub(crate) fn disable(&self) {
+        // SAFETY: an initialized delayed work (type invariant).
+        unsafe { b::disable_delayed_work_sync(self.dw()) };
+    }
 }
 
 impl Drop for Work {
     fn drop(&mut self) {
         // Before the cell goes (type invariant).
-        self.cancel();
+        self.disable();
     }
 }
 
@@ -453,7 +478,8 @@ impl RxQueue {
 
     /// Queues a packet and schedules the drain. Any context.
     pub(crate) fn push(&self, pkt: RxPacket) {
-        self.0.skbs.push(pkt.into_raw());
+        // SAFETY: the packet's skb, ours to give.
+        unsafe { self.0.skbs.push(pkt.into_raw()) };
         self.0.kick();
     }
 
@@ -475,11 +501,17 @@ impl RxQueue {
         // SAFETY: an initialized work (type invariant).
         unsafe { b::cancel_work_sync(self.0.work.get()) };
     }
+
+    /// As `cancel`, and every later kick is a no-op: for its owner's drop.
+    pub(crate) fn disable(&self) {
+        // SAFETY: an initialized work (type invariant).
+        unsafe { b::disable_work_sync(self.0.work.get()) };
+    }
 }
 
 impl Drop for RxQueue {
     fn drop(&mut self) {
         // Before the cell (and what is queued) goes (type invariant).
-        self.cancel();
+        self.disable();
     }
 }

@@ -38,6 +38,19 @@ pub fn is_multicast(gid: &Gid) -> bool {
     }
 }
 
+/// The Ethernet address a multicast group's frames go to, for the
+/// netdev's filter: `01:00:5e` and the low 23 bits of an IPv4 group
+/// (RFC 1112 6.4), `33:33` and the low 32 bits of an IPv6 one (RFC 2464 7).
+pub fn multicast_mac(gid: &Gid) -> [u8; 6] {
+    match to_ipv4(gid) {
+        Some([_, b, c, d]) => [0x01, 0x00, 0x5e, b & 0x7f, c, d],
+        None => {
+            let [.., a, b, c, d] = *gid;
+            [0x33, 0x33, a, b, c, d]
+        }
+    }
+}
+
 /// The destination GID of a packet, from its IP header (IPv4 or IPv6, by
 /// the version nibble); `None` if the header is too short or of neither
 /// version.
@@ -61,7 +74,21 @@ pub fn source(ip: &[u8]) -> Option<Gid> {
 
 #[cfg(test)]
 mod tests {
-    use super::{destination, from_ipv4, is_multicast, source, to_ipv4, Gid};
+    use super::{destination, from_ipv4, is_multicast, multicast_mac, source, to_ipv4, Gid};
+
+    #[test]
+    fn multicast_macs() {
+        // 239.129.2.3: the top bit of the second byte is dropped.
+        assert_eq!(
+            multicast_mac(&from_ipv4([239, 129, 2, 3])),
+            [0x01, 0x00, 0x5e, 0x01, 0x02, 0x03]
+        );
+        let mut g = [0u8; 16];
+        g[0] = 0xff;
+        g[1] = 0x12;
+        g[12..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(multicast_mac(&g), [0x33, 0x33, 0xde, 0xad, 0xbe, 0xef]);
+    }
 
     fn v6(s: [u16; 8]) -> Gid {
         let mut g = [0u8; 16];

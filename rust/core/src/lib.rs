@@ -52,6 +52,7 @@ pub mod errno;
 pub mod ext_headers;
 pub mod gid;
 pub mod icrc;
+pub mod ip;
 pub mod key;
 pub mod opcode;
 pub mod packet;
