@@ -4,6 +4,7 @@
  * kernel crate does not already bind into rust/bindings/generated.rs.
  */
 #include <linux/netdevice.h>
+#include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
 #include <net/addrconf.h>
 #include <net/udp_tunnel.h>

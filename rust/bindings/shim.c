@@ -78,44 +78,14 @@ size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned lon
 	return n;
 }
 
-bool oxe_shim_is_err(const void *ptr)
-{
-	return IS_ERR(ptr);
-}
-
-long oxe_shim_ptr_err(const void *ptr)
-{
-	return PTR_ERR(ptr);
-}
-
-void *oxe_shim_err_ptr(long err)
-{
-	return ERR_PTR(err);
-}
-
 struct net_device *oxe_shim_netdev_notifier_info_to_dev(void *info)
 {
 	return netdev_notifier_info_to_dev(info);
 }
 
-void oxe_shim_consume_skb(struct sk_buff *skb)
-{
-	consume_skb(skb);
-}
-
 int oxe_shim_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, (void *)src, len);
-}
-
-size_t oxe_shim_udata_outlen(const struct ib_udata *udata)
-{
-	return udata ? udata->outlen : 0;
-}
-
-size_t oxe_shim_udata_inlen(const struct ib_udata *udata)
-{
-	return udata ? udata->inlen : 0;
 }
 
 int oxe_shim_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
@@ -126,11 +96,6 @@ int oxe_shim_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
 bool oxe_shim_udata_cleared(struct ib_udata *udata, size_t offset, size_t len)
 {
 	return ib_is_udata_cleared(udata, offset, len);
-}
-
-int oxe_shim_copy_to_user(u64 addr, const void *src, size_t len)
-{
-	return copy_to_user(u64_to_user_ptr(addr), src, len) ? -EFAULT : 0;
 }
 
 struct nlattr *oxe_shim_nla_nest_start_driver(struct sk_buff *msg)
@@ -177,17 +142,6 @@ int oxe_shim_udp_tunnel_open(struct net *net, bool ipv6, struct socket **sockp,
 	return 0;
 }
 
-void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event_type type)
-{
-	struct ib_event ev = {
-		.device = dev,
-		.element.port_num = port,
-		.event = type,
-	};
-
-	ib_dispatch_event(&ev);
-}
-
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev)
 {
 	return READ_ONCE(ndev->mtu);
@@ -196,11 +150,6 @@ unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev)
 unsigned int oxe_shim_netdev_addr_len(const struct net_device *ndev)
 {
 	return ndev->addr_len;
-}
-
-void oxe_shim_udp_tunnel_close(struct socket *sock)
-{
-	udp_tunnel_sock_release(sock->sk);
 }
 
 /* ---- Data path ---- */
@@ -238,37 +187,6 @@ fail:
 	return NULL;
 }
 
-void oxe_shim_vfree(void *addr)
-{
-	vfree(addr);
-}
-
-int oxe_shim_mmap_insert(struct ib_ucontext *uctx, struct rdma_user_mmap_entry *entry,
-			 size_t len, u64 *offset)
-{
-	int err = rdma_user_mmap_entry_insert(uctx, entry, len);
-
-	if (!err)
-		*offset = rdma_user_mmap_get_offset(entry);
-	return err;
-}
-
-int oxe_shim_remap_vmalloc(struct vm_area_struct *vma, void *addr)
-{
-	return remap_vmalloc_range(vma, addr, 0);
-}
-
-void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, bool to_page)
-{
-	void *va = kmap_local_pfn(pfn);
-
-	if (to_page)
-		memcpy(va + off, buf, len);
-	else
-		memcpy(buf, va + off, len);
-	kunmap_local(va);
-}
-
 void *oxe_shim_kmap_local_pfn(unsigned long pfn)
 {
 	return kmap_local_pfn(pfn);
@@ -279,50 +197,6 @@ void oxe_shim_kunmap_local(void *va)
 	kunmap_local(va);
 }
 
-void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva)
-{
-	if (to_kva)
-		memcpy((void *)(uintptr_t)kva, buf, len);
-	else
-		memcpy(buf, (void *)(uintptr_t)kva, len);
-}
-
-void oxe_shim_av_from_attr(const struct rdma_ah_attr *attr, struct oxe_av *av)
-{
-	const struct ib_global_route *grh = rdma_ah_read_grh(attr);
-	const struct ib_gid_attr *sgid = grh->sgid_attr;
-
-	memset(av, 0, sizeof(*av));
-	if (!(rdma_ah_get_ah_flags(attr) & IB_AH_GRH) || !sgid)
-		return;
-	memcpy(av->dgid, grh->dgid.raw, 16);
-	memcpy(av->sgid, sgid->gid.raw, 16);
-	av->flow_label = grh->flow_label;
-	av->traffic_class = grh->traffic_class;
-	av->hop_limit = grh->hop_limit;
-	av->ipv6 = rdma_gid_attr_network_type(sgid) == RDMA_NETWORK_IPV6;
-	av->sgid_index = grh->sgid_index;
-	av->valid = 1;
-}
-
-void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av)
-{
-	union ib_gid dgid;
-
-	memset(attr, 0, sizeof(*attr));
-	attr->type = RDMA_AH_ATTR_TYPE_ROCE;
-	rdma_ah_set_port_num(attr, 1);
-	memcpy(dgid.raw, av->dgid, 16);
-	rdma_ah_set_grh(attr, &dgid, av->flow_label, av->sgid_index, av->hop_limit,
-			av->traffic_class);
-}
-
-/*
- * The RDMA device (a reference; of any driver that registers as
- * RDMA_DRIVER_UNKNOWN, the caller checks) on the netdev that owns @av's
- * destination address, and that netdev: a packet to an address of this host
- * belongs to that device, which need not be the sender's.
- */
 /*
  * The RDMA_DRIVER_UNKNOWN device on *@ndev (a reference), or, for a VLAN,
  * on its real netdev, which *@ndev then becomes: the netdev the device holds.
@@ -338,6 +212,12 @@ static struct ib_device *oxe_device_on(struct net_device **ndev)
 	return ib;
 }
 
+/*
+ * The RDMA device (a reference; of any driver that registers as
+ * RDMA_DRIVER_UNKNOWN, the caller checks) on the netdev that owns @av's
+ * destination address, and that netdev: a packet to an address of this host
+ * belongs to that device, which need not be the sender's.
+ */
 static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *av,
 					 struct net_device **owner)
 {
@@ -456,11 +336,6 @@ int oxe_shim_tx_send(struct sk_buff *skb)
 	return net_xmit_eval(err);
 }
 
-void oxe_shim_kfree_skb(struct sk_buff *skb)
-{
-	kfree_skb(skb);
-}
-
 u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off)
 {
 	if (skb_linearize(skb))
@@ -533,11 +408,6 @@ void oxe_shim_local_bh_enable(void)
 	local_bh_enable();
 }
 
-void oxe_shim_synchronize_rcu(void)
-{
-	synchronize_rcu();
-}
-
 struct oxe_umem_release {
 	struct work_struct work;
 	struct ib_umem *umem;
@@ -582,56 +452,6 @@ u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len)
 u64 oxe_shim_jiffies64(void)
 {
 	return get_jiffies_64();
-}
-
-unsigned long oxe_shim_usecs_to_jiffies(u64 us)
-{
-	return usecs_to_jiffies(min_t(u64, us, UINT_MAX));
-}
-
-void oxe_shim_cq_comp(struct ib_cq *cq)
-{
-	if (cq->comp_handler)
-		cq->comp_handler(cq, cq->cq_context);
-}
-
-void oxe_shim_cq_event(struct ib_cq *cq, enum ib_event_type type)
-{
-	struct ib_event ev = { .device = cq->device, .element.cq = cq, .event = type };
-
-	if (cq->event_handler)
-		cq->event_handler(&ev, cq->cq_context);
-}
-
-void oxe_shim_qp_event(struct ib_qp *qp, enum ib_event_type type)
-{
-	struct ib_event ev = { .device = qp->device, .element.qp = qp, .event = type };
-
-	if (qp->event_handler)
-		qp->event_handler(&ev, qp->qp_context);
-}
-
-void oxe_shim_srq_event(struct ib_srq *srq, enum ib_event_type type)
-{
-	struct ib_event ev = { .device = srq->device, .element.srq = srq, .event = type };
-
-	if (srq->event_handler)
-		srq->event_handler(&ev, srq->srq_context);
-}
-
-const struct ib_ud_wr *oxe_shim_ud_wr(const struct ib_send_wr *wr)
-{
-	return ud_wr(wr);
-}
-
-const struct ib_rdma_wr *oxe_shim_rdma_wr(const struct ib_send_wr *wr)
-{
-	return rdma_wr(wr);
-}
-
-const struct ib_atomic_wr *oxe_shim_atomic_wr(const struct ib_send_wr *wr)
-{
-	return atomic_wr(wr);
 }
 
 struct ib_udata *oxe_shim_attrs_udata(struct uverbs_attr_bundle *attrs)

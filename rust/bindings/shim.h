@@ -21,26 +21,18 @@ void oxe_shim_node_guid_from_mac(const struct net_device *ndev, __be64 *guid);
 struct ib_umem *oxe_shim_ib_umem_get(struct ib_device *dev, u64 addr, size_t size, int access);
 /* Page frame numbers of a umem's pages, in order; returns how many were written. */
 size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned long *pfns, size_t max);
-bool oxe_shim_is_err(const void *ptr);
-long oxe_shim_ptr_err(const void *ptr);
-void *oxe_shim_err_ptr(long err);
 struct net_device *oxe_shim_netdev_notifier_info_to_dev(void *info);
 
-void oxe_shim_consume_skb(struct sk_buff *skb);
 int oxe_shim_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
-size_t oxe_shim_udata_outlen(const struct ib_udata *udata);
-size_t oxe_shim_udata_inlen(const struct ib_udata *udata);
 int oxe_shim_copy_from_udata(void *dst, struct ib_udata *udata, size_t len);
 /* Whether @len bytes of the request from @offset on are all zero. */
 bool oxe_shim_udata_cleared(struct ib_udata *udata, size_t offset, size_t len);
 /* copy_to_user to a user address carried in a command (0 or -EFAULT). */
-int oxe_shim_copy_to_user(u64 addr, const void *src, size_t len);
 struct nlattr *oxe_shim_nla_nest_start_driver(struct sk_buff *msg);
 void oxe_shim_nla_nest_end(struct sk_buff *msg, struct nlattr *start);
 void oxe_shim_nla_nest_cancel(struct sk_buff *msg, struct nlattr *start);
 int oxe_shim_udp_tunnel_open(struct net *net, bool ipv6, struct socket **sockp,
 			     int (*rcv)(struct sock *sk, struct sk_buff *skb));
-void oxe_shim_dispatch_port_event(struct ib_device *dev, u32 port, enum ib_event_type type);
 unsigned int oxe_shim_netdev_mtu(const struct net_device *ndev);
 unsigned int oxe_shim_netdev_addr_len(const struct net_device *ndev);
 /*
@@ -48,7 +40,6 @@ unsigned int oxe_shim_netdev_addr_len(const struct net_device *ndev);
  * IPv4-mapped or IPv6) to, added to or removed from @ndev's receive filter
  * (reference counted). Devices without Ethernet addresses have no filter.
  */
-void oxe_shim_udp_tunnel_close(struct socket *sock);
 /* One line of the debugfs "gids" file: -1 the header, else GID entry @i. */
 int oxe_shim_gid_line(struct ib_device *ib, int i, char *buf, size_t len);
 
@@ -61,17 +52,10 @@ int oxe_shim_gid_line(struct ib_device *ib, int i, char *buf, size_t len);
  * cgroup, failing rather than calling the OOM killer at its limit.
  */
 void *oxe_shim_vmalloc_user(size_t len, bool account);
-void oxe_shim_vfree(void *addr);
-int oxe_shim_mmap_insert(struct ib_ucontext *uctx, struct rdma_user_mmap_entry *entry,
-			 size_t len, u64 *offset);
-int oxe_shim_remap_vmalloc(struct vm_area_struct *vma, void *addr);
 
-/* Copy to or from one pinned page (by pfn); atomics on one 8-byte word of it. */
-void oxe_shim_pfn_copy(unsigned long pfn, size_t off, void *buf, size_t len, bool to_page);
+/* A pinned page (by pfn) mapped for the kernel, for copies and atomics. */
 void *oxe_shim_kmap_local_pfn(unsigned long pfn);
 void oxe_shim_kunmap_local(void *va);
-/* The same for kernel virtual addresses (kernel consumers' local DMA lkey). */
-void oxe_shim_kva_copy(u64 kva, void *buf, size_t len, bool to_kva);
 
 /* A RoCE v2 address vector, flattened from rdma_ah_attr. */
 struct oxe_av {
@@ -84,23 +68,19 @@ struct oxe_av {
 	u8 valid;
 	u8 sgid_index;
 };
-void oxe_shim_av_from_attr(const struct rdma_ah_attr *attr, struct oxe_av *av);
-/* The RoCE path a query reports: port 1, GRH from @av, no sgid_attr reference. */
-void oxe_shim_av_to_attr(struct rdma_ah_attr *attr, const struct oxe_av *av);
 
 /*
- * Transmit: route, allocate and build IP/UDP headers around @len bytes of
- * RoCE payload, which the caller writes at *@payload. *@local is set when the
- * destination is this host (loopback delivery, no wire); *@to is then an
- * RDMA_DRIVER_UNKNOWN device (maybe not oxe's) on the netdev that owns the
- * destination address, with a reference for the caller, or NULL if there is
- * none, and the skb's device is the netdev that device holds.
+ * Transmit: route and allocate a packet of @len bytes from the IP header
+ * on, which the caller writes at *@l3 (headers included). *@local is set
+ * when the destination is this host (loopback delivery, no wire); *@to is
+ * then an RDMA_DRIVER_UNKNOWN device (maybe not oxe's) on the netdev that
+ * owns the destination address, with a reference for the caller, or NULL
+ * if there is none, and the skb's device is the netdev that device holds.
  */
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
 				  unsigned int len, u8 **l3, bool *local,
 				  struct ib_device **to, int *err);
 int oxe_shim_tx_send(struct sk_buff *skb);
-void oxe_shim_kfree_skb(struct sk_buff *skb);
 /* The bytes from the IP header to the end of the packet, linearized. */
 u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off);
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);
@@ -113,7 +93,6 @@ int oxe_shim_next_online_cpu(int cpu);
 void oxe_shim_skb_queue_head_init(struct sk_buff_head *list);
 u64 oxe_shim_jiffies64(void);
 u32 oxe_shim_crc32_le(u32 crc, const void *p, size_t len);
-unsigned long oxe_shim_usecs_to_jiffies(u64 us);
 
 /*
  * Protocol state is touched both in softirq (receive) and in process
@@ -125,7 +104,6 @@ int oxe_shim_spin_trylock_bh(spinlock_t *lock);
 void oxe_shim_local_bh_disable(void);
 void oxe_shim_local_bh_enable(void);
 /* Waits until every softirq receive that might still hold an object is done. */
-void oxe_shim_synchronize_rcu(void);
 
 /*
  * Releasing a umem may sleep; the last reference to an MR can be dropped by
@@ -138,15 +116,8 @@ void oxe_shim_umem_release(struct ib_umem *umem, struct oxe_umem_release *r,
 			   struct workqueue_struct *wq);
 
 /* Completion and async event delivery. */
-void oxe_shim_cq_comp(struct ib_cq *cq);
-void oxe_shim_cq_event(struct ib_cq *cq, enum ib_event_type type);
-void oxe_shim_qp_event(struct ib_qp *qp, enum ib_event_type type);
-void oxe_shim_srq_event(struct ib_srq *srq, enum ib_event_type type);
 
 /* Kernel work requests: the typed containers of an ib_send_wr. */
-const struct ib_ud_wr *oxe_shim_ud_wr(const struct ib_send_wr *wr);
-const struct ib_rdma_wr *oxe_shim_rdma_wr(const struct ib_send_wr *wr);
-const struct ib_atomic_wr *oxe_shim_atomic_wr(const struct ib_send_wr *wr);
 struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev);
 struct ib_udata *oxe_shim_attrs_udata(struct uverbs_attr_bundle *attrs);
 struct ib_ucontext *oxe_shim_udata_uctx(struct ib_udata *udata);

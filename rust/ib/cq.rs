@@ -33,13 +33,26 @@ unsafe impl Sync for CqHandle {}
 
 impl CqHandle {
     pub(crate) fn completion(&self) {
-        // SAFETY: live ib_cq (type invariant).
-        unsafe { b::oxe_shim_cq_comp(self.0.as_ptr()) };
+        let cq = self.0.as_ptr();
+        // SAFETY: live ib_cq (type invariant); the consumer set its handler
+        // and context before it could get completions.
+        unsafe {
+            if let Some(f) = (*cq).comp_handler {
+                f(cq, (*cq).cq_context);
+            }
+        }
     }
 
     pub(crate) fn error_event(&self) {
+        let cq = self.0.as_ptr();
         // SAFETY: live ib_cq (type invariant).
-        unsafe { b::oxe_shim_cq_event(self.0.as_ptr(), b::ib_event_type_IB_EVENT_CQ_ERR) };
+        unsafe {
+            let mut ev = super::objects::event(b::ib_event_type_IB_EVENT_CQ_ERR, (*cq).device);
+            *ev.element.cq.as_mut() = cq;
+            if let Some(f) = (*cq).event_handler {
+                f(&mut ev, (*cq).cq_context);
+            }
+        }
     }
 }
 

@@ -246,8 +246,13 @@ pub(super) fn netdev_event<D: Driver>(ndev: *mut b::net_device, ev: NetEvent) {
 }
 
 fn dispatch_port_event<D: Driver>(dev: IbDev<D>, event: b::ib_event_type) {
-    // SAFETY: a live device (IbDev invariant); the shim builds the event.
-    unsafe { b::oxe_shim_dispatch_port_event(dev.as_ptr(), 1, event) };
+    let mut ev = super::objects::event(event, dev.as_ptr());
+    // SAFETY: writes the port, the element of a port event; a live device
+    // (IbDev invariant), and ib_core copies the event.
+    unsafe {
+        *ev.element.port_num.as_mut() = 1;
+        b::ib_dispatch_event(&ev);
+    }
 }
 
 /// Hands a received packet to the device on its netdev, if it is ours,

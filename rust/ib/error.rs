@@ -17,15 +17,15 @@ pub(crate) fn to_c_int(r: Result) -> kernel::ffi::c_int {
 /// An ERR_PTR carrying `e`, for pointer-returning callbacks.
 pub(crate) fn err_ptr<T>(e: Error) -> *mut T {
     // SAFETY: ERR_PTR only encodes the (negative) errno in a pointer value.
-    unsafe { b::oxe_shim_err_ptr(e.to_errno() as isize) }.cast()
+    unsafe { b::ERR_PTR(e.to_errno() as isize) }.cast()
 }
 
 /// Splits an ERR_PTR-or-pointer returned by C.
 pub(super) fn from_err_ptr<T>(p: *mut T) -> Result<*mut T> {
     // SAFETY: IS_ERR/PTR_ERR only inspect the pointer value.
-    if unsafe { b::oxe_shim_is_err(p.cast()) } {
+    if unsafe { b::IS_ERR(p.cast()) } {
         // SAFETY: as above.
-        let e = unsafe { b::oxe_shim_ptr_err(p.cast()) };
+        let e = unsafe { b::PTR_ERR(p.cast()) };
         return Err(Error::from_errno(e as i32));
     }
     Ok(p)

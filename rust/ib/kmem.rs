@@ -3,8 +3,6 @@
 //! Kernel consumers' memory: SGEs with the PD's local DMA lkey carry kernel
 //! virtual addresses (oxe has no DMA device, so ib_dma_map_* is the identity).
 
-use crate::bindings as b;
-
 /// Proof that a QP was created by a kernel consumer, whose work requests
 /// ib_core and the consumer vouch for. Only `ib/qp.rs` makes one, for a QP
 /// created without user data; user QPs never hold it, so user-supplied
@@ -20,12 +18,12 @@ impl KernelToken {
     pub(crate) fn write(&self, addr: u64, data: &[u8]) {
         // SAFETY: a kernel consumer's buffer (type invariant: only kernel QPs
         // hold a token), which it keeps valid until the work request completes.
-        unsafe { b::oxe_shim_kva_copy(addr, data.as_ptr().cast_mut().cast(), data.len(), true) };
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
     }
 
     /// Copies from kernel address `addr` into `out`.
     pub(crate) fn read(&self, addr: u64, out: &mut [u8]) {
         // SAFETY: as in `write`.
-        unsafe { b::oxe_shim_kva_copy(addr, out.as_mut_ptr().cast(), out.len(), false) };
+        unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
     }
 }

@@ -102,7 +102,7 @@ impl Drop for BhOff {
 /// reference is dropped in process context, where dropping may sleep.
 pub(crate) fn wait_for_receivers() {
     // SAFETY: process context (callers are verbs that may sleep).
-    unsafe { b::oxe_shim_synchronize_rcu() }
+    unsafe { b::synchronize_rcu() }
 }
 
 /// A value two locks guard together: either lock alone gives shared access

@@ -110,6 +110,15 @@ impl PdId {
     }
 }
 
+/// An async event of `device`; the caller names the element.
+pub(super) fn event(ty: b::ib_event_type, device: *mut b::ib_device) -> b::ib_event {
+    b::ib_event {
+        device,
+        event: ty,
+        ..Default::default()
+    }
+}
+
 /// What ib_core must allocate for each object type.
 pub(super) fn set_sizes<D: super::driver::Driver>(ops: &mut b::ib_device_ops) {
     ops.size_ib_ucontext = core::mem::size_of::<UctxObj>();

@@ -173,7 +173,13 @@ impl TxPacket {
 impl Drop for TxPacket {
     fn drop(&mut self) {
         // SAFETY: an skb we own and did not hand on.
-        unsafe { b::oxe_shim_kfree_skb(self.skb.as_ptr()) };
+        unsafe {
+            b::sk_skb_reason_drop(
+                core::ptr::null_mut(),
+                self.skb.as_ptr(),
+                b::skb_drop_reason_SKB_DROP_REASON_NOT_SPECIFIED,
+            )
+        };
     }
 }
 
@@ -225,7 +231,7 @@ impl RxPacket {
 impl Drop for RxPacket {
     fn drop(&mut self) {
         // SAFETY: an skb we own.
-        unsafe { b::oxe_shim_consume_skb(self.0.as_ptr()) };
+        unsafe { b::consume_skb(self.0.as_ptr()) };
     }
 }
 

@@ -103,8 +103,15 @@ impl QpHandle {
             QpEvent::InvalidRequest => b::ib_event_type_IB_EVENT_QP_REQ_ERR,
             QpEvent::Fatal => b::ib_event_type_IB_EVENT_QP_FATAL,
         };
+        let qp = self.0.as_ptr();
         // SAFETY: live ib_qp (type invariant).
-        unsafe { b::oxe_shim_qp_event(self.0.as_ptr(), t) };
+        unsafe {
+            let mut ev = super::objects::event(t, (*qp).device);
+            *ev.element.qp.as_mut() = qp;
+            if let Some(f) = (*qp).event_handler {
+                f(&mut ev, (*qp).qp_context);
+            }
+        }
     }
 
     pub(super) fn as_ptr(&self) -> *mut b::ib_qp {
@@ -264,25 +271,44 @@ unsafe fn on_group<D: Driver>(
 
 /// The address vector of an ib_core AH attribute (RoCE: GRH required).
 pub(super) fn av_of(attr: &b::rdma_ah_attr) -> Option<Av> {
-    let mut c = b::oxe_av::default();
-    // SAFETY: reads ib_core's attribute; writes our out struct.
-    unsafe { b::oxe_shim_av_from_attr(attr, &mut c) };
-    (c.valid != 0).then_some(Av {
-        sgid: c.sgid,
-        dgid: c.dgid,
-        flow_label: c.flow_label,
-        ipv6: c.ipv6 != 0,
-        traffic_class: c.traffic_class,
-        hop_limit: c.hop_limit,
-        sgid_index: c.sgid_index,
+    let grh = &attr.grh;
+    if u32::from(attr.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 || grh.sgid_attr.is_null() {
+        return None;
+    }
+    // SAFETY: ib_core resolved the source GID: its attribute is held with
+    // the AH attribute. GIDs are plain bytes in every view.
+    let (sgid_attr, dgid) = unsafe { (&*grh.sgid_attr, *grh.dgid.raw.as_ref()) };
+    // SAFETY: as above.
+    let sgid = unsafe { *sgid_attr.gid.raw.as_ref() };
+    // rdma_gid_attr_network_type(): RoCE v2 over IPv6 unless IPv4-mapped.
+    let ipv6 = sgid_attr.gid_type != b::ib_gid_type_IB_GID_TYPE_IB
+        && sgid_attr.gid_type != b::ib_gid_type_IB_GID_TYPE_ROCE
+        && crate::oxe_core::gid::to_ipv4(&sgid).is_none();
+    Some(Av {
+        sgid,
+        dgid,
+        flow_label: grh.flow_label,
+        ipv6,
+        traffic_class: grh.traffic_class,
+        hop_limit: grh.hop_limit,
+        sgid_index: grh.sgid_index,
     })
 }
 
 /// The path a query reports for `av`.
 fn av_to_attr(av: &Av, attr: &mut b::rdma_ah_attr) {
-    let c = super::pkt::c_av(av);
-    // SAFETY: writes the caller's attribute from our struct.
-    unsafe { b::oxe_shim_av_to_attr(attr, &c) };
+    // As rdma_ah_set_grh() on a zeroed RoCE attribute, of port 1, with no
+    // reference to a GID attribute.
+    *attr = Default::default();
+    attr.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+    attr.port_num = 1;
+    attr.ah_flags = b::ib_ah_flags_IB_AH_GRH as u8;
+    // SAFETY: a GID is its 16 bytes in every view.
+    unsafe { *attr.grh.dgid.raw.as_mut() = av.dgid };
+    attr.grh.flow_label = av.flow_label;
+    attr.grh.sgid_index = av.sgid_index;
+    attr.grh.hop_limit = av.hop_limit;
+    attr.grh.traffic_class = av.traffic_class;
 }
 
 /// # Safety
@@ -388,6 +414,24 @@ pub(super) unsafe extern "C" fn query_qp<D: Driver>(
     to_c_int(r)
 }
 
+// The typed work requests embed the generic one as their first field.
+const _: () = assert!(
+    core::mem::offset_of!(b::ib_rdma_wr, wr) == 0
+        && core::mem::offset_of!(b::ib_atomic_wr, wr) == 0
+        && core::mem::offset_of!(b::ib_ud_wr, wr) == 0
+);
+
+/// The typed work request around `wr` (ib_core's `rdma_wr()`, `ud_wr()`,
+/// `atomic_wr()`).
+///
+/// # Safety
+///
+/// `wr` is the `wr` field of a `T` (its opcode, or its QP's type, says which).
+unsafe fn outer<T>(wr: &b::ib_send_wr) -> &T {
+    // SAFETY: caller contract; the field is at offset 0 (checked above).
+    unsafe { &*core::ptr::from_ref(wr).cast::<T>() }
+}
+
 /// A kernel consumer's send work request as oxe's WQE: header plus SGEs,
 /// or plus the inline bytes copied from the consumer's buffers.
 ///
@@ -449,13 +493,13 @@ unsafe fn kernel_wqe<D: Driver>(
         | b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
         | b::ib_wr_opcode_IB_WR_RDMA_READ => {
             // SAFETY: an RDMA opcode's WR is embedded in an ib_rdma_wr.
-            let r = unsafe { &*b::oxe_shim_rdma_wr(wr) };
+            let r = unsafe { outer::<b::ib_rdma_wr>(wr) };
             w.remote_addr = r.remote_addr;
             w.rkey = r.rkey;
         }
         b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
             // SAFETY: an atomic opcode's WR is embedded in an ib_atomic_wr.
-            let a = unsafe { &*b::oxe_shim_atomic_wr(wr) };
+            let a = unsafe { outer::<b::ib_atomic_wr>(wr) };
             w.remote_addr = a.remote_addr;
             w.rkey = a.rkey;
             w.compare_add = a.compare_add;
@@ -471,7 +515,7 @@ unsafe fn kernel_wqe<D: Driver>(
     }
     if matches!(qp.ty(), QpType::Ud | QpType::Gsi) {
         // SAFETY: a UD QP's WRs are embedded in an ib_ud_wr.
-        let u = unsafe { &*b::oxe_shim_ud_wr(wr) };
+        let u = unsafe { outer::<b::ib_ud_wr>(wr) };
         w.remote_qpn = u.remote_qpn;
         w.remote_qkey = u.remote_qkey;
         // SAFETY: the consumer's AH, alive until the WR completes.

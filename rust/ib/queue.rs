@@ -40,7 +40,7 @@ unsafe impl Sync for RingMem {}
 impl Drop for RingMem {
     fn drop(&mut self) {
         // SAFETY: allocated by oxe_shim_vmalloc_user, freed once (type invariant).
-        unsafe { b::oxe_shim_vfree(self.addr.as_ptr().cast()) };
+        unsafe { b::vfree(self.addr.as_ptr().cast()) };
     }
 }
 
@@ -113,18 +113,21 @@ impl Ring {
                 GFP_KERNEL,
             )?;
             let entry = KBox::into_raw(entry);
-            let mut offset = 0u64;
             // SAFETY: a live user context; the entry is ours until inserted,
             // then ib_core's until mmap_free hands it back.
             let ret = unsafe {
-                b::oxe_shim_mmap_insert(uctx.0.as_ptr(), &raw mut (*entry).rdma, len, &mut offset)
+                b::rdma_user_mmap_entry_insert(uctx.0.as_ptr(), &raw mut (*entry).rdma, len)
             };
             if ret != 0 {
                 // SAFETY: not inserted, so still ours.
                 drop(unsafe { KBox::from_raw(entry) });
                 return Err(Error::from_errno(ret));
             }
-            ring.map.mmap_offset = offset;
+            // (rdma_user_mmap_get_offset(), an inline function.)
+            // SAFETY: inserted, and alive until mmap_free (after the object's
+            // own reference, which this function returns, goes).
+            let pgoff = unsafe { (*entry).rdma.start_pgoff } as u64;
+            ring.map.mmap_offset = pgoff << kernel::page::PAGE_SHIFT;
             ring.entry = AtomicPtr::new(entry);
         }
         Ok(ring)
@@ -268,7 +271,7 @@ pub(super) unsafe extern "C" fn mmap(
     // size against the allocation.
     let mem: &Arc<RingMem> = unsafe { &*core::ptr::addr_of!((*entry).mem) };
     // SAFETY: the memory is alive (held by the entry).
-    let ret = unsafe { b::oxe_shim_remap_vmalloc(vma, mem.addr.as_ptr().cast()) };
+    let ret = unsafe { b::remap_vmalloc_range(vma, mem.addr.as_ptr().cast(), 0) };
     // SAFETY: balances rdma_user_mmap_entry_get.
     unsafe { b::rdma_user_mmap_entry_put(e) };
     ret

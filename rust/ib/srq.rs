@@ -46,10 +46,16 @@ unsafe impl Sync for SrqHandle {}
 
 impl SrqHandle {
     pub(crate) fn limit_reached(&self) {
+        let srq = self.0.as_ptr();
         // SAFETY: live ib_srq (type invariant).
         unsafe {
-            b::oxe_shim_srq_event(self.0.as_ptr(), b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED)
-        };
+            let mut ev =
+                super::objects::event(b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED, (*srq).device);
+            *ev.element.srq.as_mut() = srq;
+            if let Some(f) = (*srq).event_handler {
+                f(&mut ev, (*srq).srq_context);
+            }
+        }
     }
 }
 

@@ -22,7 +22,7 @@ impl UData {
     /// `len` bytes, or from a kernel consumer (which takes no reply).
     pub(crate) fn has_room(&self, len: usize) -> bool {
         // SAFETY: null or the udata of the current call (constructor contract).
-        self.0.is_null() || unsafe { b::oxe_shim_udata_outlen(self.0) } >= len
+        self.0.is_null() || unsafe { (*self.0).outlen } >= len
     }
 
     /// The user context of the call; `None` for kernel consumers.
@@ -41,7 +41,7 @@ impl UData {
             return Ok(0);
         }
         // SAFETY: non-null udata of the current call (constructor contract).
-        let inlen = unsafe { b::oxe_shim_udata_inlen(self.0) };
+        let inlen = unsafe { (*self.0).inlen };
         let len = inlen.min(out.len());
         // SAFETY: `out` is valid for `len` bytes; the udata is live.
         let ret = unsafe { b::oxe_shim_copy_from_udata(out.as_mut_ptr().cast(), self.0, len) };
@@ -61,7 +61,7 @@ impl UData {
             return Ok(());
         }
         // SAFETY: non-null udata of the current call (constructor contract).
-        let room = unsafe { b::oxe_shim_udata_outlen(self.0) };
+        let room = unsafe { (*self.0).outlen };
         let len = bytes.len().min(room);
         // SAFETY: `bytes` is valid for `len` bytes; the udata is live.
         let ret = unsafe { b::oxe_shim_copy_to_udata(self.0, bytes.as_ptr().cast(), len) };
@@ -78,9 +78,9 @@ impl UData {
 pub(crate) fn write_user(addr: u64, bytes: &[u8]) -> Result {
     // SAFETY: copy_to_user checks that the destination is user memory and
     // handles faults; `bytes` is valid for its length.
-    let ret = unsafe { b::oxe_shim_copy_to_user(addr, bytes.as_ptr().cast(), bytes.len()) };
-    if ret != 0 {
-        return Err(Error::from_errno(ret));
+    let left = unsafe { b::copy_to_user(addr as *mut _, bytes.as_ptr().cast(), bytes.len()) };
+    if left != 0 {
+        return Err(EFAULT);
     }
     Ok(())
 }

@@ -78,7 +78,7 @@ impl UdpSocket {
 impl Drop for UdpSocket {
     fn drop(&mut self) {
         // SAFETY: created by udp_sock_create* and released exactly once (type invariant).
-        unsafe { b::oxe_shim_udp_tunnel_close(self.0.as_ptr()) };
+        unsafe { b::udp_tunnel_sock_release((*self.0.as_ptr()).sk) };
     }
 }
 

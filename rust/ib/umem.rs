@@ -89,17 +89,11 @@ impl Umem {
             let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
             let n = room.min(data.len());
             let (now, rest) = data.split_at(n);
-            // SAFETY: `pfn` is pinned for as long as `self`; the copy stays
-            // within the page (`n <= room`).
-            unsafe {
-                b::oxe_shim_pfn_copy(
-                    pfn as kernel::ffi::c_ulong,
-                    in_page,
-                    now.as_ptr().cast_mut().cast(),
-                    n,
-                    true,
-                )
-            };
+            // SAFETY: the copy stays within the page (`n <= room`), and
+            // `now` is `n` bytes of ours.
+            with_page(pfn, |va| unsafe {
+                core::ptr::copy_nonoverlapping(now.as_ptr(), va.add(in_page), n)
+            });
             data = rest;
             off += n as u64;
         }
@@ -113,15 +107,9 @@ impl Umem {
             let n = room.min(out.len());
             let (now, rest) = out.split_at_mut(n);
             // SAFETY: as in `write`; `now` is writable for `n` bytes.
-            unsafe {
-                b::oxe_shim_pfn_copy(
-                    pfn as kernel::ffi::c_ulong,
-                    in_page,
-                    now.as_mut_ptr().cast(),
-                    n,
-                    false,
-                )
-            };
+            with_page(pfn, |va| unsafe {
+                core::ptr::copy_nonoverlapping(va.add(in_page), now.as_mut_ptr(), n)
+            });
             out = rest;
             off += n as u64;
         }
@@ -158,15 +146,14 @@ impl Umem {
         if room < 8 || in_page % 8 != 0 {
             return Err(EINVAL);
         }
-        // SAFETY: a pinned page (type invariant), mapped until the unmap below.
-        let va = unsafe { b::oxe_shim_kmap_local_pfn(pfn as kernel::ffi::c_ulong) };
-        // SAFETY: the word lies within the mapped page and is aligned; it is
-        // user memory, which others change concurrently (the process, other
-        // packets), as the kernel's own atomics on user pages allow.
-        let r = f(unsafe { AtomicU64::from_ptr(va.cast::<u8>().add(in_page).cast()) });
-        // SAFETY: the mapping taken above, the last one this CPU took.
-        unsafe { b::oxe_shim_kunmap_local(va) };
-        Ok(r)
+        Ok(with_page(pfn, |va| {
+            // SAFETY: the word lies within the mapped page and is aligned;
+            // it is user memory, which others change concurrently (the
+            // process, other packets), as the kernel's own atomics on user
+            // pages allow.
+            let word = unsafe { AtomicU64::from_ptr(va.add(in_page).cast()) };
+            f(word)
+        }))
     }
 
     fn get(&self) -> &b::ib_umem {
@@ -199,6 +186,19 @@ impl Umem {
             b::oxe_shim_umem_pfns(self.umem.as_ptr(), skip, out.as_mut_ptr().cast(), out.len())
         }
     }
+}
+
+/// Runs `f` on page `pfn`, mapped into the kernel (kmap_local) for the
+/// call. The page must be one of a live pin.
+fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
+    // SAFETY: a pinned page (callers are Umem's methods), mapped until the
+    // unmap below.
+    let va = unsafe { b::oxe_shim_kmap_local_pfn(pfn as kernel::ffi::c_ulong) };
+    let r = f(va.cast());
+    // SAFETY: the mapping taken above, the last one this CPU took (`f`
+    // took none it did not release).
+    unsafe { b::oxe_shim_kunmap_local(va) };
+    r
 }
 
 impl Drop for Umem {

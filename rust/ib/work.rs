@@ -258,8 +258,10 @@ pub(crate) fn jiffies() -> u64 {
 
 /// Microseconds as jiffies (rounded up).
 pub(crate) fn usecs_to_jiffies(us: u64) -> u64 {
+    // (usecs_to_jiffies takes an unsigned int: longer waits are clamped.)
+    let us = u32::try_from(us).unwrap_or(u32::MAX);
     // SAFETY: pure conversion.
-    unsafe { b::oxe_shim_usecs_to_jiffies(us) as u64 }
+    unsafe { b::__usecs_to_jiffies(us) as u64 }
 }
 
 /// Something a [`Work`] runs.
