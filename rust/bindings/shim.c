@@ -1,5 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-/* One-line forwarders for macros and static inlines; see shim.h. */
+/*
+ * What Rust cannot reach: macros, static inline functions and fields of
+ * structs the kernel crate leaves opaque (net_device), one forwarder each.
+ * A few functions still do more than forward, and are what is left to
+ * move to Rust: the route lookup and skb of a packet to send
+ * (oxe_shim_tx_alloc; the headers themselves are written in Rust), the
+ * UDP tunnel socket's configuration (unions and bitfields), the accounted
+ * ring memory, a umem release deferred out of atomic context, and the
+ * debugfs line of a GID table entry.
+ */
 #include <linux/err.h>
 #include <linux/etherdevice.h>
 #include <linux/sched/mm.h>
