@@ -16,6 +16,10 @@ impl KernelToken {
 
     /// Copies `data` to kernel address `addr`.
     pub(crate) fn write(&self, addr: u64, data: &[u8]) {
+        // (A zero-length SGE may carry any address, even 0.)
+        if data.is_empty() {
+            return;
+        }
         // SAFETY: a kernel consumer's buffer (type invariant: only kernel QPs
         // hold a token), which it keeps valid until the work request completes.
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
@@ -23,6 +27,9 @@ impl KernelToken {
 
     /// Copies from kernel address `addr` into `out`.
     pub(crate) fn read(&self, addr: u64, out: &mut [u8]) {
+        if out.is_empty() {
+            return;
+        }
         // SAFETY: as in `write`.
         unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
     }

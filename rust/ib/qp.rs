@@ -427,9 +427,9 @@ const _: () = assert!(
 /// # Safety
 ///
 /// `wr` is the `wr` field of a `T` (its opcode, or its QP's type, says which).
-unsafe fn outer<T>(wr: &b::ib_send_wr) -> &T {
+unsafe fn outer<'a, T>(wr: *const b::ib_send_wr) -> &'a T {
     // SAFETY: caller contract; the field is at offset 0 (checked above).
-    unsafe { &*core::ptr::from_ref(wr).cast::<T>() }
+    unsafe { &*wr.cast::<T>() }
 }
 
 /// A kernel consumer's send work request as oxe's WQE: header plus SGEs,
@@ -440,9 +440,12 @@ unsafe fn outer<T>(wr: &b::ib_send_wr) -> &T {
 /// `wr` is a kernel consumer's work request, valid for the call.
 unsafe fn kernel_wqe<D: Driver>(
     qp: &D::Qp,
-    wr: &b::ib_send_wr,
+    wrp: *const b::ib_send_wr,
     body: &mut [u8; super::queue::MAX_SLOT],
 ) -> Result<(OxeSendWqe, usize, Option<Av>)> {
+    // (The typed request around it is read through `wrp`, which covers it.)
+    // SAFETY: caller contract.
+    let wr = unsafe { &*wrp };
     let mut w = OxeSendWqe {
         // SAFETY: kernel WRs carry wr_id (or wr_cqe, same bits).
         wr_id: unsafe { *wr.__bindgen_anon_1.wr_id.as_ref() },
@@ -493,13 +496,13 @@ unsafe fn kernel_wqe<D: Driver>(
         | b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
         | b::ib_wr_opcode_IB_WR_RDMA_READ => {
             // SAFETY: an RDMA opcode's WR is embedded in an ib_rdma_wr.
-            let r = unsafe { outer::<b::ib_rdma_wr>(wr) };
+            let r = unsafe { outer::<b::ib_rdma_wr>(wrp) };
             w.remote_addr = r.remote_addr;
             w.rkey = r.rkey;
         }
         b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
             // SAFETY: an atomic opcode's WR is embedded in an ib_atomic_wr.
-            let a = unsafe { outer::<b::ib_atomic_wr>(wr) };
+            let a = unsafe { outer::<b::ib_atomic_wr>(wrp) };
             w.remote_addr = a.remote_addr;
             w.rkey = a.rkey;
             w.compare_add = a.compare_add;
@@ -515,7 +518,7 @@ unsafe fn kernel_wqe<D: Driver>(
     }
     if matches!(qp.ty(), QpType::Ud | QpType::Gsi) {
         // SAFETY: a UD QP's WRs are embedded in an ib_ud_wr.
-        let u = unsafe { outer::<b::ib_ud_wr>(wr) };
+        let u = unsafe { outer::<b::ib_ud_wr>(wrp) };
         w.remote_qpn = u.remote_qpn;
         w.remote_qkey = u.remote_qkey;
         // SAFETY: the consumer's AH, alive until the WR completes.
@@ -547,7 +550,7 @@ pub(super) unsafe extern "C" fn post_send<D: Driver>(
     let mut body = [0u8; super::queue::MAX_SLOT];
     while !wr.is_null() {
         // SAFETY: the consumer's chain of WRs, valid for the call.
-        let r = unsafe { kernel_wqe::<D>(qp, &*wr, &mut body) }
+        let r = unsafe { kernel_wqe::<D>(qp, wr, &mut body) }
             .and_then(|(w, used, av)| qp.post_send(&w, &body[..used], av));
         if let Err(e) = r {
             if !bad.is_null() {

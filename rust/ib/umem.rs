@@ -89,11 +89,13 @@ impl Umem {
             let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
             let n = room.min(data.len());
             let (now, rest) = data.split_at(n);
-            // SAFETY: the copy stays within the page (`n <= room`), and
-            // `now` is `n` bytes of ours.
-            with_page(pfn, |va| unsafe {
-                core::ptr::copy_nonoverlapping(now.as_ptr(), va.add(in_page), n)
-            });
+            // SAFETY: a page of our pin (type invariant); the copy stays
+            // within it (`n <= room`), and `now` is `n` bytes of ours.
+            unsafe {
+                with_page(pfn, |va| {
+                    core::ptr::copy_nonoverlapping(now.as_ptr(), va.add(in_page), n)
+                })
+            };
             data = rest;
             off += n as u64;
         }
@@ -107,9 +109,11 @@ impl Umem {
             let n = room.min(out.len());
             let (now, rest) = out.split_at_mut(n);
             // SAFETY: as in `write`; `now` is writable for `n` bytes.
-            with_page(pfn, |va| unsafe {
-                core::ptr::copy_nonoverlapping(va.add(in_page), now.as_mut_ptr(), n)
-            });
+            unsafe {
+                with_page(pfn, |va| {
+                    core::ptr::copy_nonoverlapping(va.add(in_page), now.as_mut_ptr(), n)
+                })
+            };
             out = rest;
             off += n as u64;
         }
@@ -146,14 +150,11 @@ impl Umem {
         if room < 8 || in_page % 8 != 0 {
             return Err(EINVAL);
         }
-        Ok(with_page(pfn, |va| {
-            // SAFETY: the word lies within the mapped page and is aligned;
-            // it is user memory, which others change concurrently (the
-            // process, other packets), as the kernel's own atomics on user
-            // pages allow.
-            let word = unsafe { AtomicU64::from_ptr(va.add(in_page).cast()) };
-            f(word)
-        }))
+        // SAFETY: a page of our pin (type invariant); the word lies within
+        // it and is aligned; it is user memory, which others change
+        // concurrently (the process, other packets), as the kernel's own
+        // atomics on user pages allow.
+        Ok(unsafe { with_page(pfn, |va| f(AtomicU64::from_ptr(va.add(in_page).cast()))) })
     }
 
     fn get(&self) -> &b::ib_umem {
@@ -189,10 +190,13 @@ impl Umem {
 }
 
 /// Runs `f` on page `pfn`, mapped into the kernel (kmap_local) for the
-/// call. The page must be one of a live pin.
-fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
-    // SAFETY: a pinned page (callers are Umem's methods), mapped until the
-    // unmap below.
+/// call.
+///
+/// # Safety
+///
+/// `pfn` is a page of a live pin.
+unsafe fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
+    // SAFETY: a pinned page (caller contract), mapped until the unmap below.
     let va = unsafe { b::oxe_shim_kmap_local_pfn(pfn as kernel::ffi::c_ulong) };
     let r = f(va.cast());
     // SAFETY: the mapping taken above, the last one this CPU took (`f`
