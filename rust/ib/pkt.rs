@@ -230,8 +230,16 @@ impl RxPacket {
 
 impl Drop for RxPacket {
     fn drop(&mut self) {
+        // consume_skb(), which is inline in some configurations: a packet
+        // processed, not dropped.
         // SAFETY: an skb we own.
-        unsafe { b::consume_skb(self.0.as_ptr()) };
+        unsafe {
+            b::sk_skb_reason_drop(
+                core::ptr::null_mut(),
+                self.0.as_ptr(),
+                b::skb_drop_reason_SKB_CONSUMED,
+            )
+        };
     }
 }
 
