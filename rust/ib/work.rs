@@ -15,8 +15,9 @@
 //! builds one by hand: it declares, with [`owns_work!`], which fields of
 //! its type hold them, and starts them with [`start_work`] and
 //! [`start_rx_queue`] once the object sits where it will stay (an `Arc`, or
-//! a pinned box). The macro also gives the type a `Drop` that cancels the
-//! work before any field goes, whatever the fields' order.
+//! a pinned box). The macro also gives the type a `Drop` that disables the
+//! work (cancels it and refuses any later queueing) before any field goes,
+//! whatever the fields' order.
 
 use super::pkt::{RxPacket, SkbList};
 use crate::bindings as b;
@@ -28,13 +29,14 @@ use kernel::str::CStr;
 use kernel::sync::{Arc, SetOnce};
 use kernel::types::Opaque;
 
-/// A type whose `work_slot` is a field of its own, cancelled by its `Drop`
+/// A type whose `work_slot` is a field of its own, disabled by its `Drop`
 /// before anything else of it goes. Implemented by [`owns_work!`] only.
 ///
 /// # Safety
 ///
-/// `work_slot` returns a field of `self`, and dropping `Self` cancels the
-/// work in it (and waits for a running call) before dropping any field.
+/// `work_slot` returns a field of `self`, and dropping `Self` disables the
+/// work in it (cancels it, waits for a running call, and makes later
+/// queueing a no-op) before dropping any field.
 pub(crate) unsafe trait HasWork: WorkFn + Send + Sync + 'static {
     fn work_slot(&self) -> &SetOnce<Work>;
 }
@@ -96,7 +98,7 @@ macro_rules! owns_work {
         };
         $(
             // SAFETY: the slot is a field of the object, and the drop that
-            // this macro gives the object cancels it before any field goes.
+            // this macro gives the object disables it before any field goes.
             #[allow(unsafe_code)]
             unsafe impl $crate::ib::work::HasWork for $t {
                 fn work_slot(&self) -> &kernel::sync::SetOnce<$crate::ib::work::Work> {
