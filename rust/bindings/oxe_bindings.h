@@ -3,6 +3,7 @@
  * The C API oxe binds: bindgen turns everything reachable from here that the
  * kernel crate does not already bind into rust/bindings/generated.rs.
  */
+#include <linux/crc32.h>
 #include <linux/netdevice.h>
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>

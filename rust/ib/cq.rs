@@ -83,7 +83,7 @@ pub(super) unsafe extern "C" fn create_cq<D: Driver>(
             return Err(EOPNOTSUPP);
         }
         // SAFETY: attrs is null for kernel consumers, else the call's bundle.
-        let udata = unsafe { UData::new(b::oxe_shim_attrs_udata(attrs)) };
+        let udata = unsafe { UData::of_bundle(attrs) };
         let handle = CqHandle(NonNull::new(ibcq).ok_or(EINVAL)?);
         let cq = D::Cq::create(drv, attr.cqe, handle, &udata)?;
         // SAFETY: core-allocated and zeroed; we own the driver part.

@@ -42,7 +42,7 @@ pub(crate) fn update(crc: u32, bytes: &[u8]) -> u32 {
 
 fn kernel_crc32(crc: u32, bytes: &[u8]) -> u32 {
     // SAFETY: `bytes` is a valid slice for its length.
-    unsafe { b::oxe_shim_crc32_le(crc, bytes.as_ptr().cast(), bytes.len()) }
+    unsafe { b::crc32_le(crc, bytes.as_ptr().cast(), bytes.len()) }
 }
 
 /// MB/s of `f` over `buf`: the best of [`TRIALS`] trials of [`PASSES`] passes.

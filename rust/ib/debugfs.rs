@@ -102,17 +102,76 @@ unsafe impl Sync for Gids {}
 
 impl Writer for Gids {
     fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut line = [0u8; 160];
-        // Index -1 is the header line; then the first 16 entries, where the
-        // addresses a test network uses are.
-        for i in -1..16 {
-            // SAFETY: a live device (type invariant); `line` is writable for its length.
-            let n = unsafe {
-                b::oxe_shim_gid_line(self.0.as_ptr(), i, line.as_mut_ptr().cast(), line.len())
+        const PORT: u32 = 1;
+        let ib = self.0.as_ptr();
+        // SAFETY: a live, registered device (type invariant), whose port
+        // data ib_core allocated for ports 0..=1.
+        let caps = unsafe {
+            (*(*ib).port_data.add(PORT as usize))
+                .immutable
+                .core_cap_flags
+        };
+        // SAFETY: as above; `init_net` is static.
+        let netns_ok = unsafe { b::rdma_dev_access_netns(ib, core::ptr::addr_of!(b::init_net)) };
+        let roce = b::RDMA_CORE_CAP_PROT_ROCE | b::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
+        writeln!(
+            f,
+            "core_cap_flags {caps:#x} ib_cm {} roce {} netns_ok {}",
+            u32::from(caps & b::RDMA_CORE_CAP_IB_CM != 0),
+            u32::from(caps & roce != 0),
+            u32::from(netns_ok),
+        )?;
+        // The first 16 entries, where the addresses a test network uses are.
+        for i in 0..16 {
+            // SAFETY: as above; an ERR_PTR for an empty entry.
+            let attr = unsafe { b::rdma_get_gid_attr(ib, PORT, i) }.cast_mut();
+            let Ok(attr) = super::error::from_err_ptr(attr) else {
+                continue;
             };
-            let text = usize::try_from(n).ok().and_then(|n| line.get(..n));
-            if let Some(s) = text.and_then(|t| core::str::from_utf8(t).ok()) {
-                f.write_str(s)?;
+            // SAFETY: a GID attribute we hold a reference to, until the put.
+            let (gid, gid_type) = unsafe {
+                (
+                    core::ptr::addr_of!((*attr).gid).cast::<[u8; 16]>().read(),
+                    (*attr).gid_type,
+                )
+            };
+            let ndev = {
+                let _rcu = kernel::sync::rcu::read_lock();
+                // SAFETY: the entry's netdev, an RCU pointer read under
+                // `_rcu`, and held before leaving it.
+                unsafe {
+                    let nd = core::ptr::addr_of!((*attr).ndev).read_volatile();
+                    super::netdev::NetDev::hold(nd)
+                }
+            };
+            let nd = ndev.as_ref().map_or(core::ptr::null_mut(), |n| n.as_ptr());
+            // How the connection manager finds an address: by GID, type and
+            // netdev. A missing lookup is why an address does not resolve.
+            // SAFETY: as above; `gid` is ours; an ERR_PTR when not found.
+            let found = unsafe {
+                let g = core::ptr::addr_of!((*attr).gid);
+                b::rdma_find_gid_by_port(ib, g, gid_type, PORT, nd)
+            };
+            let found = super::error::from_err_ptr(found.cast_mut())
+                .ok()
+                .filter(|p| !p.is_null());
+            write!(f, "{i:2} ")?;
+            for (k, pair) in gid.chunks(2).enumerate() {
+                let sep = if k == 0 { "" } else { ":" };
+                write!(f, "{sep}{:02x}{:02x}", pair[0], pair[1])?;
+            }
+            writeln!(
+                f,
+                " type {gid_type} ndev {} lookup {}",
+                ndev.as_ref().map_or("-", |n| n.name()),
+                if found.is_some() { "found" } else { "missing" }
+            )?;
+            // SAFETY: references taken above, each put once.
+            unsafe {
+                if let Some(found) = found {
+                    b::rdma_put_gid_attr(found);
+                }
+                b::rdma_put_gid_attr(attr);
             }
         }
         Ok(())

@@ -44,24 +44,36 @@ unsafe impl Backend for SpinLockBhBackend {
     }
 
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
-        // SAFETY: an initialised lock (the trait's contract).
-        unsafe { b::oxe_shim_spin_lock_bh(ptr) }
+        // SAFETY: an initialised lock (the trait's contract), whose raw lock
+        // is its first member (`raw`).
+        unsafe { b::_raw_spin_lock_bh(raw(ptr)) }
     }
 
     unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
         // SAFETY: the caller owns the lock (the trait's contract).
-        unsafe { b::oxe_shim_spin_unlock_bh(ptr) }
+        unsafe { b::_raw_spin_unlock_bh(raw(ptr)) }
     }
 
     unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
         // SAFETY: an initialised lock (the trait's contract).
-        (unsafe { b::oxe_shim_spin_trylock_bh(ptr) } != 0).then_some(())
+        (unsafe { b::_raw_spin_trylock_bh(raw(ptr)) } != 0).then_some(())
     }
 
     unsafe fn assert_is_held(ptr: *mut Self::State) {
         // SAFETY: an initialised lock (the trait's contract).
         unsafe { b::spin_assert_is_held(ptr) }
     }
+}
+
+// `spin_lock_bh()` and friends are macros over the `_raw_` functions; on
+// PREEMPT_RT a spinlock_t is an rtmutex instead.
+#[cfg(CONFIG_PREEMPT_RT)]
+compile_error!("oxe's _bh spinlock is the raw spinlock of a non-RT kernel");
+
+/// The raw spinlock inside `lock`: outside PREEMPT_RT a `spinlock_t` is a
+/// union whose first member is it (the kernel crate binds the type opaque).
+fn raw(lock: *mut b::spinlock_t) -> *mut b::raw_spinlock_t {
+    lock.cast()
 }
 
 /// A [`SpinLockBh`] initialiser with its own lock class (one per call site).

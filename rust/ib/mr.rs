@@ -222,10 +222,10 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     // SAFETY: an MR this driver allocated, alive while restrack reports it.
     let info = unsafe { get::<D::Mr>(ibmr) }.info();
     // SAFETY: `msg` is the netlink message under construction.
-    let nest = unsafe { b::oxe_shim_nla_nest_start_driver(msg) };
-    if nest.is_null() {
+    let Some(nest) = (unsafe { Nest::start(msg, b::rdma_nldev_attr_RDMA_NLDEV_ATTR_DRIVER) })
+    else {
         return EMSGSIZE.to_errno();
-    }
+    };
     let fields: [(&core::ffi::CStr, u32); 5] = [
         (c"pages", info.pages),
         (c"page_size", info.page_size),
@@ -236,18 +236,72 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     for (name, value) in fields {
         // SAFETY: a live message and a static NUL-terminated name.
         if unsafe { b::rdma_nl_put_driver_u32(msg, name.as_char_ptr(), value) } != 0 {
-            // SAFETY: `nest` was opened in `msg` above.
-            unsafe { b::oxe_shim_nla_nest_cancel(msg, nest) };
             return EMSGSIZE.to_errno();
         }
     }
     // SAFETY: as above.
     if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_char_ptr(), info.access) } != 0 {
-        // SAFETY: as above.
-        unsafe { b::oxe_shim_nla_nest_cancel(msg, nest) };
         return EMSGSIZE.to_errno();
     }
-    // SAFETY: as above.
-    unsafe { b::oxe_shim_nla_nest_end(msg, nest) };
+    nest.end();
     0
+}
+
+/// A nested netlink attribute being filled, cancelled (the message cut
+/// back to where it started) unless ended. The kernel's nla_nest_*
+/// helpers are inline functions.
+///
+/// # Invariants
+///
+/// `msg` is a message under construction, `start` the nest's header in it.
+struct Nest {
+    msg: *mut b::sk_buff,
+    start: *mut b::nlattr,
+}
+
+impl Nest {
+    /// Opens attribute `kind` as a nest at the end of `msg`; `None` if it
+    /// does not fit.
+    ///
+    /// # Safety
+    ///
+    /// `msg` is a netlink message under construction, and only this nest
+    /// adds to it until it is ended or dropped.
+    unsafe fn start(msg: *mut b::sk_buff, kind: u32) -> Option<Self> {
+        // SAFETY: the caller's message; nla_put checks the room.
+        unsafe {
+            let start = Self::tail(msg).cast();
+            (b::nla_put(msg, kind as c_int, 0, core::ptr::null()) == 0)
+                .then_some(Nest { msg, start })
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `msg` is a live skb.
+    unsafe fn tail(msg: *mut b::sk_buff) -> *mut u8 {
+        // SAFETY: the caller's skb; `tail` is an offset from `head` on 64-bit.
+        unsafe { (*msg).head.add((*msg).tail as usize) }
+    }
+
+    /// Closes the nest: its length covers what was added since the start.
+    fn end(self) {
+        // SAFETY: the nest's message and header (type invariant).
+        unsafe {
+            let len = Self::tail(self.msg).offset_from(self.start.cast::<u8>());
+            (*self.start).nla_len = len as u16;
+        }
+        core::mem::forget(self);
+    }
+}
+
+impl Drop for Nest {
+    fn drop(&mut self) {
+        // SAFETY: the nest's message and header (type invariant), which
+        // lies after the message's data start.
+        unsafe {
+            let keep = self.start.cast::<u8>().offset_from((*self.msg).data);
+            b::skb_trim(self.msg, keep as u32);
+        }
+    }
 }

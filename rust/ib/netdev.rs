@@ -46,7 +46,6 @@ impl NetDev {
         }
     }
 
-    /// The netdev's MTU in bytes.
     /// Whether its hardware addresses are Ethernet's (6 bytes); a tun
     /// device has none.
     pub(crate) fn is_ethernet(&self) -> bool {
@@ -55,17 +54,39 @@ impl NetDev {
         unsafe { b::oxe_shim_netdev_addr_len(self.as_ptr()) == 6 }
     }
 
+    /// The netdev's MTU in bytes.
     pub(crate) fn mtu(&self) -> u32 {
         // SAFETY: the reference keeps the device alive (type invariant).
         unsafe { b::oxe_shim_netdev_mtu(self.as_ptr()) }
     }
 
-    /// An EUI-64 built from the MAC, for node/system GUIDs.
+    /// An EUI-64 built from the MAC, for node/system GUIDs (in network
+    /// byte order, as ib_core keeps GUIDs). A netdev without one (tun) gets
+    /// a random locally administered MAC's.
     pub(crate) fn eui64(&self) -> u64 {
-        let mut guid: b::__be64 = 0;
-        // SAFETY: the device is alive (type invariant); `guid` is a valid out pointer.
-        unsafe { b::oxe_shim_node_guid_from_mac(self.as_ptr(), &mut guid) };
-        guid
+        let mut mac = [0u8; 6];
+        if self.is_ethernet() {
+            // SAFETY: the held netdev is alive (type invariant), and its
+            // address is 6 bytes long.
+            let addr = unsafe { b::oxe_shim_netdev_addr(self.as_ptr()) };
+            // SAFETY: as above; `mac` is 6 writable bytes of our own.
+            unsafe { core::ptr::copy_nonoverlapping(addr, mac.as_mut_ptr(), 6) };
+        } else {
+            // SAFETY: `mac` is 6 writable bytes.
+            unsafe { b::get_random_bytes(mac.as_mut_ptr().cast(), 6) };
+            mac[0] = (mac[0] & 0xfe) | 0x02;
+        }
+        u64::from_ne_bytes(crate::oxe_core::gid::eui64_from_mac(mac))
+    }
+
+    /// The netdev's name, for a developer's eyes; `"?"` if not UTF-8.
+    pub(crate) fn name(&self) -> &str {
+        // SAFETY: the held netdev is alive (type invariant) and its name is
+        // a NUL-terminated array inside it. (A rename races with the read,
+        // as `%s` of `dev->name` does in C.)
+        let name =
+            unsafe { kernel::str::CStr::from_char_ptr(b::oxe_shim_netdev_name(self.as_ptr())) };
+        name.to_str().unwrap_or("?")
     }
 }
 

@@ -258,9 +258,21 @@ unsafe impl Sync for SkbList {}
 
 impl SkbList {
     pub(crate) fn new() -> Result<Self> {
-        let head = KBox::pin(Opaque::uninit(), GFP_KERNEL)?;
-        // SAFETY: pinned, not in use yet.
-        unsafe { b::oxe_shim_skb_queue_head_init(head.get()) };
+        let head = KBox::pin(Opaque::<b::sk_buff_head>::uninit(), GFP_KERNEL)?;
+        let h = head.get();
+        // SAFETY: pinned, not in use yet. This is skb_queue_head_init (an
+        // inline function): an empty ring points at its head.
+        unsafe {
+            b::__spin_lock_init(
+                core::ptr::addr_of_mut!((*h).lock),
+                c"oxe_skb_list".as_char_ptr(),
+                kernel::static_lock_class!().as_ptr(),
+            );
+            let ends = core::ptr::addr_of_mut!((*h).__bindgen_anon_1.__bindgen_anon_1);
+            (*ends).next = h.cast();
+            (*ends).prev = h.cast();
+            (*h).qlen = 0;
+        }
         Ok(SkbList(head))
     }
 

@@ -21,13 +21,12 @@ use kernel::sync::Arc;
 /// The largest slot any queue uses; slots are copied to the stack whole.
 pub(crate) const MAX_SLOT: usize = 1024;
 
-/// Queue memory (`oxe_shim_vmalloc_user`: vmap'd pages, mappable to user
-/// space), freed when the last owner (the queue, or the mmap entry while
+/// Queue memory (vmap'd pages, mappable to user space), freed when the last owner (the queue, or the mmap entry while
 /// user space still has it mapped) lets go.
 ///
 /// # Invariants
 ///
-/// `addr` is a live `oxe_shim_vmalloc_user` allocation, page aligned.
+/// `addr` is a live `RingMem::alloc` mapping, page aligned.
 struct RingMem {
     addr: NonNull<u8>,
 }
@@ -37,9 +36,64 @@ unsafe impl Send for RingMem {}
 // SAFETY: as above.
 unsafe impl Sync for RingMem {}
 
+impl RingMem {
+    /// `pages` zeroed pages, mapped contiguously in the kernel and mappable
+    /// to user space.
+    ///
+    /// vmalloc_user() charges no memory cgroup, so a process could hold
+    /// queue memory past its limit. This builds the same mapping from pages
+    /// allocated with __GFP_ACCOUNT when `account` says a process will map
+    /// it. At the cgroup's limit the verb fails with ENOMEM
+    /// (__GFP_RETRY_MAYFAIL) rather than the OOM killer picking a process
+    /// for it.
+    fn alloc(pages: usize, account: bool) -> Result<Self> {
+        let (array_gfp, gfp) = if account {
+            let retry = 1 << b::___GFP_RETRY_MAYFAIL_BIT;
+            (
+                GFP_KERNEL_ACCOUNT,
+                b::GFP_KERNEL_ACCOUNT | retry | b::__GFP_ZERO,
+            )
+        } else {
+            (GFP_KERNEL, b::GFP_KERNEL | b::__GFP_ZERO)
+        };
+        let mut array = KVVec::<*mut b::page>::with_capacity(pages, array_gfp)?;
+        let free = |array: &KVVec<*mut b::page>| {
+            for &page in array.iter() {
+                // SAFETY: an order-0 page allocated below, not mapped.
+                unsafe { b::__free_pages(page, 0) };
+            }
+        };
+        for _ in 0..pages {
+            // SAFETY: plain allocation (NULL on failure).
+            let page = unsafe { b::alloc_pages(gfp, 0) };
+            if page.is_null() || array.push(page, array_gfp).is_err() {
+                free(&array);
+                return Err(ENOMEM);
+            }
+        }
+        // SAFETY: `pages` pages of ours. On success the mapping owns them
+        // and their array (VM_MAP_PUT_PAGES: vfree() frees both; the array
+        // is kvmalloc'd, as it requires), and remap_vmalloc_range() accepts
+        // it (VM_USERMAP).
+        let addr = unsafe { b::oxe_shim_vmap_user(array.as_mut_ptr(), pages as u32) };
+        match NonNull::new(addr.cast::<u8>()) {
+            Some(addr) => {
+                let _ = array.into_raw_parts();
+                // INVARIANT: just mapped, page aligned.
+                Ok(RingMem { addr })
+            }
+            None => {
+                free(&array);
+                Err(ENOMEM)
+            }
+        }
+    }
+}
+
 impl Drop for RingMem {
     fn drop(&mut self) {
-        // SAFETY: allocated by oxe_shim_vmalloc_user, freed once (type invariant).
+        // SAFETY: a VM_MAP_PUT_PAGES mapping, freed once (type invariant),
+        // with its pages and their array.
         unsafe { b::vfree(self.addr.as_ptr().cast()) };
     }
 }
@@ -86,12 +140,7 @@ impl Ring {
         }
         // Charged to the caller's memory cgroup when a process will map it;
         // a kernel consumer's queues are the kernel's.
-        // SAFETY: plain allocation.
-        let addr =
-            NonNull::new(unsafe { b::oxe_shim_vmalloc_user(len, uctx.is_some()) }.cast::<u8>())
-                .ok_or(ENOMEM)?;
-        // INVARIANT: just allocated, `len` bytes, zeroed and page aligned.
-        let mem = Arc::new(RingMem { addr }, GFP_KERNEL)?;
+        let mem = Arc::new(RingMem::alloc(len / PAGE_SIZE, uctx.is_some())?, GFP_KERNEL)?;
         let mut ring = Ring {
             mem: mem.clone(),
             num_slots,

@@ -18,6 +18,22 @@ impl UData {
         UData(p)
     }
 
+    /// The udata of a verb that ib_core hands the whole attribute bundle
+    /// (create_cq).
+    ///
+    /// # Safety
+    ///
+    /// `attrs` is null (a kernel consumer) or the bundle of the verb call
+    /// in progress.
+    pub(super) unsafe fn of_bundle(attrs: *mut b::uverbs_attr_bundle) -> Self {
+        if attrs.is_null() {
+            return UData(core::ptr::null_mut());
+        }
+        let at = core::mem::offset_of!(b::uverbs_attr_bundle, __bindgen_anon_1.hdr.driver_udata);
+        // SAFETY: inside the live bundle (the caller's contract).
+        UData(unsafe { attrs.cast::<u8>().add(at) }.cast())
+    }
+
     /// Whether the call comes from user space with room for a reply of
     /// `len` bytes, or from a kernel consumer (which takes no reply).
     pub(crate) fn has_room(&self, len: usize) -> bool {
@@ -27,8 +43,19 @@ impl UData {
 
     /// The user context of the call; `None` for kernel consumers.
     pub(crate) fn uctx(&self) -> Option<Uctx> {
-        // SAFETY: null or the udata of the current call (constructor contract).
-        NonNull::new(unsafe { b::oxe_shim_udata_uctx(self.0) }).map(Uctx)
+        if self.0.is_null() {
+            return None;
+        }
+        // A verb's udata is the `driver_udata` of its uverbs call's attribute
+        // bundle (rdma_udata_to_uverbs_attr_bundle(), a macro).
+        let at = core::mem::offset_of!(b::uverbs_attr_bundle, __bindgen_anon_1.hdr.driver_udata);
+        // SAFETY: a non-null udata of the current call (constructor
+        // contract), so inside a live bundle.
+        let ctx = unsafe {
+            let bundle = self.0.cast::<u8>().sub(at).cast::<b::uverbs_attr_bundle>();
+            (*bundle).__bindgen_anon_1.hdr.context
+        };
+        NonNull::new(ctx).map(Uctx)
     }
 
     /// Reads the driver part of the request into `out`; returns how many
@@ -43,14 +70,18 @@ impl UData {
         // SAFETY: non-null udata of the current call (constructor contract).
         let inlen = unsafe { (*self.0).inlen };
         let len = inlen.min(out.len());
-        // SAFETY: `out` is valid for `len` bytes; the udata is live.
-        let ret = unsafe { b::oxe_shim_copy_from_udata(out.as_mut_ptr().cast(), self.0, len) };
-        if ret != 0 {
-            return Err(Error::from_errno(ret));
-        }
-        // SAFETY: as above; the range lies within the request.
-        if inlen > len && !unsafe { b::oxe_shim_udata_cleared(self.0, len, inlen - len) } {
-            return Err(EOPNOTSUPP);
+        // SAFETY: the udata is live (constructor contract).
+        let inbuf = unsafe { (*self.0).inbuf } as u64;
+        read_user(inbuf, &mut out[..len])?;
+        let mut chunk = [0u8; 64];
+        let mut at = len;
+        while at < inlen {
+            let n = (inlen - at).min(chunk.len());
+            read_user(inbuf + at as u64, &mut chunk[..n])?;
+            if chunk[..n].iter().any(|&byte| byte != 0) {
+                return Err(EOPNOTSUPP);
+            }
+            at += n;
         }
         Ok(inlen)
     }
@@ -63,12 +94,9 @@ impl UData {
         // SAFETY: non-null udata of the current call (constructor contract).
         let room = unsafe { (*self.0).outlen };
         let len = bytes.len().min(room);
-        // SAFETY: `bytes` is valid for `len` bytes; the udata is live.
-        let ret = unsafe { b::oxe_shim_copy_to_udata(self.0, bytes.as_ptr().cast(), len) };
-        if ret != 0 {
-            return Err(Error::from_errno(ret));
-        }
-        Ok(())
+        // SAFETY: as above.
+        let outbuf = unsafe { (*self.0).outbuf } as u64;
+        write_user(outbuf, &bytes[..len])
     }
 }
 
@@ -79,6 +107,18 @@ pub(crate) fn write_user(addr: u64, bytes: &[u8]) -> Result {
     // SAFETY: copy_to_user checks that the destination is user memory and
     // handles faults; `bytes` is valid for its length.
     let left = unsafe { b::copy_to_user(addr as *mut _, bytes.as_ptr().cast(), bytes.len()) };
+    if left != 0 {
+        return Err(EFAULT);
+    }
+    Ok(())
+}
+
+/// Reads `out.len()` bytes of user memory at `addr`; `EFAULT` if it is not
+/// readable user memory.
+fn read_user(addr: u64, out: &mut [u8]) -> Result {
+    // SAFETY: copy_from_user checks that the source is user memory and
+    // handles faults; `out` is valid for its length.
+    let left = unsafe { b::copy_from_user(out.as_mut_ptr().cast(), addr as *const _, out.len()) };
     if left != 0 {
         return Err(EFAULT);
     }

@@ -64,14 +64,38 @@ impl UdpSocket {
     /// driver `D`'s devices.
     fn open<D: super::driver::Driver>(ns: NetNs, ipv6: bool) -> Result<Self> {
         let mut sock: *mut b::socket = core::ptr::null_mut();
-        // SAFETY: `ns` is alive (NetNs invariant); `sock` is a valid out pointer.
-        let ret =
-            unsafe { b::oxe_shim_udp_tunnel_open(ns.0, ipv6, &mut sock, Some(encap_rcv::<D>)) };
+        let mut cfg = b::udp_port_cfg {
+            local_udp_port: crate::oxe_core::ip::ROCE_V2_PORT.to_be(),
+            ..Default::default()
+        };
+        // SAFETY: `ns` is alive (NetNs invariant); `cfg` is a complete port
+        // configuration and `sock` a valid out pointer.
+        let ret = unsafe {
+            if ipv6 {
+                cfg.family = b::AF_INET6 as u8;
+                cfg.set_ipv6_v6only(1);
+                b::udp_sock_create6(ns.0, &mut cfg, &mut sock)
+            } else {
+                cfg.family = b::AF_INET as u8;
+                b::udp_sock_create4(ns.0, &mut cfg, &mut sock)
+            }
+        };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
         // INVARIANT: created just above.
-        NonNull::new(sock).map(UdpSocket).ok_or(ENOMEM)
+        let sock = NonNull::new(sock).map(UdpSocket).ok_or(ENOMEM)?;
+        let mut tunnel = b::udp_tunnel_sock_cfg {
+            // UDP_ENCAP_ESPINUDP_NON_IKE: any value but 0 makes UDP hand
+            // datagrams to `encap_rcv`.
+            encap_type: 1,
+            encap_rcv: Some(encap_rcv::<D>),
+            ..Default::default()
+        };
+        // SAFETY: a socket created above; the callback stays valid while it
+        // is open (the module outlives its sockets).
+        unsafe { b::setup_udp_tunnel_sock(ns.0, (*sock.0.as_ptr()).sk, &mut tunnel) };
+        Ok(sock)
     }
 }
 

@@ -8,13 +8,14 @@ use crate::bindings as b;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
+use kernel::types::Opaque;
 
 /// User pages pinned by `ib_umem_get` (FOLL_LONGTERM), released on drop.
 ///
 /// # Invariants
 ///
 /// `self.umem` is a live umem returned by `ib_umem_get*` and not yet released;
-/// `self.release` is an unused release context from `oxe_shim_umem_release_new`.
+/// `self.release`, until the drop, holds a work item not yet initialized.
 pub(crate) struct Umem {
     umem: NonNull<b::ib_umem>,
     /// Page frame numbers of the pinned pages, in address order: the data
@@ -22,8 +23,9 @@ pub(crate) struct Umem {
     pfns: KVVec<usize>,
     /// Offset of the first byte within the first page.
     first_off: usize,
-    /// Where a release from the receive path is deferred to.
-    release: NonNull<b::oxe_umem_release>,
+    /// Allocated up front, so that dropping the pin never allocates: the
+    /// work a release from atomic context is deferred with.
+    release: Option<KBox<Release>>,
 }
 
 // SAFETY: an ib_umem is plain data owned by this handle; release may happen on any thread.
@@ -41,19 +43,17 @@ impl Umem {
         access: u32,
     ) -> Result<Self> {
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
-        // SAFETY: plain allocation.
-        let release = NonNull::new(unsafe { b::oxe_shim_umem_release_new() }).ok_or(ENOMEM)?;
+        let release = Some(KBox::new(
+            Release {
+                work: Opaque::uninit(),
+                umem: core::ptr::null_mut(),
+            },
+            GFP_KERNEL,
+        )?);
         // SAFETY: `dev` is a registered device (IbDev invariant); ib_umem_get
         // validates the user range itself and returns an ERR_PTR on failure.
         let p = unsafe { b::oxe_shim_ib_umem_get(dev.as_ptr(), addr, len, access as i32) };
-        let umem = match from_err_ptr(p).and_then(|p| NonNull::new(p).ok_or(ENOMEM)) {
-            Ok(u) => u,
-            Err(e) => {
-                // SAFETY: allocated above, never used.
-                unsafe { b::kfree(release.as_ptr().cast()) };
-                return Err(e);
-            }
-        };
+        let umem = from_err_ptr(p).and_then(|p| NonNull::new(p).ok_or(ENOMEM))?;
         // INVARIANT: a successful ib_umem_get.
         let mut u = Umem {
             umem,
@@ -205,17 +205,69 @@ unsafe fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
     r
 }
 
+/// A umem release deferred to process context.
+#[repr(C)]
+struct Release {
+    /// First, so that the work's address is the release's.
+    work: Opaque<b::work_struct>,
+    umem: *mut b::ib_umem,
+}
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn run_release(work: *mut b::work_struct) {
+    // SAFETY: `work` is the first field of a `Release` that `Umem::drop`
+    // gave up with `KBox::into_raw`; this is its only run.
+    let umem = unsafe { KBox::from_raw(work.cast::<Release>()) }.umem;
+    // SAFETY: a live umem (the Umem's, released here for it), on a device
+    // `Umem::drop` took a reference to.
+    unsafe {
+        let dev = core::ptr::addr_of_mut!((*(*umem).ibdev).__bindgen_anon_1.dev).cast();
+        b::ib_umem_release(umem);
+        b::put_device(dev);
+    }
+}
+
 impl Drop for Umem {
     fn drop(&mut self) {
-        // SAFETY: releases the pin taken in `pin`, exactly once, with its
-        // unused release context, which the shim frees (type invariant). The
-        // shim defers the release to process context when need be.
-        unsafe {
-            b::oxe_shim_umem_release(
-                self.umem.as_ptr(),
-                self.release.as_ptr(),
-                super::work::unbound_wq(),
-            )
-        };
+        let umem = self.umem.as_ptr();
+        // Unpinning dirty pages takes the page lock, which sleeps: not in
+        // the receive path's softirq (an MR's last reference can go there).
+        // SAFETY: reads this CPU's context.
+        let atomic = unsafe { b::oxe_shim_in_atomic() };
+        match self.release.take() {
+            Some(mut r) if atomic => {
+                r.umem = umem;
+                // SAFETY: the umem and its device are live; the reference
+                // keeps the device until the release has run.
+                unsafe {
+                    b::get_device(
+                        core::ptr::addr_of_mut!((*(*umem).ibdev).__bindgen_anon_1.dev).cast(),
+                    )
+                };
+                let work = r.work.get();
+                // SAFETY: INIT_WORK of the box's work, then queued on our
+                // unbound queue, drained at module exit; the box is the
+                // work's until `run_release` takes it back.
+                unsafe {
+                    b::init_work_with_key(
+                        work,
+                        Some(run_release),
+                        false,
+                        c"oxe_umem_release".as_char_ptr(),
+                        kernel::static_lock_class!().as_ptr(),
+                    );
+                    let _ = KBox::into_raw(r);
+                    b::queue_work_on(
+                        b::wq_misc_consts_WORK_CPU_UNBOUND as i32,
+                        super::work::unbound_wq(),
+                        work,
+                    );
+                }
+            }
+            // SAFETY: releases the pin taken in `pin`, exactly once.
+            _ => unsafe { b::ib_umem_release(umem) },
+        }
     }
 }

@@ -191,9 +191,12 @@ static PER_CPU: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(core::ptr::null_
 /// Creates oxe's workqueues; module init.
 pub(crate) fn init() -> Result {
     let alloc = |name: &CStr, flags: u32| {
-        // SAFETY: a static name; plain allocation (NULL on failure).
-        NonNull::new(unsafe { b::oxe_shim_alloc_workqueue(name.as_char_ptr(), flags) })
-            .ok_or(ENOMEM)
+        // SAFETY: a format with one string argument, a static name; plain
+        // allocation (NULL on failure).
+        NonNull::new(unsafe {
+            b::alloc_workqueue_noprof(c"%s".as_char_ptr(), flags, 0, name.as_char_ptr())
+        })
+        .ok_or(ENOMEM)
     };
     let unbound = alloc(c"oxe", b::wq_flags_WQ_UNBOUND | b::wq_flags_WQ_HIGHPRI)?;
     let per_cpu = match alloc(c"oxe_cpu", b::wq_flags_WQ_PERCPU | b::wq_flags_WQ_HIGHPRI) {
@@ -242,20 +245,24 @@ fn this_cpu() -> i32 {
 /// when it is alone. A CPU that goes offline meanwhile is harmless: work
 /// queued on it runs on some other CPU.
 fn cpu_after(cpu: i32) -> i32 {
-    // SAFETY: reads the online mask.
-    let next = unsafe { b::oxe_shim_next_online_cpu(cpu) };
-    if next >= 0 {
-        next
-    } else {
-        // SAFETY: as above.
-        unsafe { b::oxe_shim_next_online_cpu(-1) }.max(0)
-    }
+    let next = |from: i32| {
+        // SAFETY: reads the online mask, an array of `nr_cpu_ids` bits
+        // (cpumask_next() is an inline function).
+        let (bit, n) = unsafe {
+            let n = b::nr_cpu_ids as usize;
+            let bits = core::ptr::addr_of!(b::__cpu_online_mask.bits).cast();
+            (b::_find_next_bit(bits, n, from as usize), n)
+        };
+        (bit < n).then_some(bit as i32)
+    };
+    next(cpu + 1).or_else(|| next(0)).unwrap_or(cpu)
 }
 
 /// The current time in jiffies.
 pub(crate) fn jiffies() -> u64 {
-    // SAFETY: reads the jiffies counter.
-    unsafe { b::oxe_shim_jiffies64() }
+    // SAFETY: a volatile read of the counter the timer interrupt updates,
+    // as `get_jiffies_64()` (one load on 64-bit).
+    unsafe { core::ptr::addr_of!(b::jiffies_64).read_volatile() }
 }
 
 /// Microseconds as jiffies (rounded up).
@@ -325,8 +332,26 @@ impl Work {
             },
             GFP_KERNEL,
         )?;
-        // SAFETY: the delayed work is pinned in the box and not in use yet.
-        unsafe { b::oxe_shim_init_delayed_work(cell.dw.get(), Some(run_work::<T>)) };
+        let dw = cell.dw.get();
+        // SAFETY: the delayed work is pinned in the box and not in use yet;
+        // this is INIT_DELAYED_WORK (a macro): its timer queues the work
+        // from irq context, as `delayed_work_timer_fn` expects.
+        unsafe {
+            b::init_work_with_key(
+                core::ptr::addr_of_mut!((*dw).work),
+                Some(run_work::<T>),
+                false,
+                c"oxe_work".as_char_ptr(),
+                kernel::static_lock_class!().as_ptr(),
+            );
+            b::timer_init_key(
+                core::ptr::addr_of_mut!((*dw).timer),
+                Some(b::delayed_work_timer_fn),
+                b::TIMER_IRQSAFE,
+                c"oxe_work_timer".as_char_ptr(),
+                kernel::static_lock_class!().as_ptr(),
+            );
+        }
         Ok(Work(cell))
     }
 
@@ -475,8 +500,16 @@ impl RxQueue {
             },
             GFP_KERNEL,
         )?;
-        // SAFETY: the work is pinned in the box and not in use yet.
-        unsafe { b::oxe_shim_init_work(cell.work.get(), Some(run_drain::<T>)) };
+        // SAFETY: the work is pinned in the box and not in use yet (INIT_WORK).
+        unsafe {
+            b::init_work_with_key(
+                cell.work.get(),
+                Some(run_drain::<T>),
+                false,
+                c"oxe_rx_queue".as_char_ptr(),
+                kernel::static_lock_class!().as_ptr(),
+            )
+        };
         Ok(RxQueue(cell))
     }
 

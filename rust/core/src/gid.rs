@@ -51,6 +51,14 @@ pub fn multicast_mac(gid: &Gid) -> [u8; 6] {
     }
 }
 
+/// The modified EUI-64 of a 48-bit MAC (RFC 4291 appendix A): `ff:fe`
+/// in the middle and the universal/local bit flipped. A RoCE device's node
+/// GUID, as every RoCE driver derives it from its netdev.
+pub fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
+    let [a, b, c, d, e, f] = mac;
+    [a ^ 0x02, b, c, 0xff, 0xfe, d, e, f]
+}
+
 /// The destination GID of a packet, from its IP header (IPv4 or IPv6, by
 /// the version nibble); `None` if the header is too short or of neither
 /// version.
@@ -74,7 +82,9 @@ pub fn source(ip: &[u8]) -> Option<Gid> {
 
 #[cfg(test)]
 mod tests {
-    use super::{destination, from_ipv4, is_multicast, multicast_mac, source, to_ipv4, Gid};
+    use super::{
+        destination, eui64_from_mac, from_ipv4, is_multicast, multicast_mac, source, to_ipv4, Gid,
+    };
 
     #[test]
     fn multicast_macs() {
@@ -142,6 +152,17 @@ mod tests {
         h6[0] = 0x50;
         assert_eq!(destination(&h6), None);
         assert_eq!(destination(&[]), None);
+    }
+
+    #[test]
+    fn eui64_of_macs() {
+        let mac = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
+        assert_eq!(
+            eui64_from_mac(mac),
+            [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]
+        );
+        // A locally administered address has the bit set, the GUID clear.
+        assert_eq!(eui64_from_mac([0x02, 0, 0, 0, 0, 1])[0], 0);
     }
 
     #[test]
