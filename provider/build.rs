@@ -112,6 +112,7 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_function("ibv_cmd_reg_mr")
         .allowlist_function("ibv_cmd_rereg_mr")
         .allowlist_function("ibv_cmd_dereg_mr")
+        .allowlist_function("ibv_cmd_advise_mr")
         .allowlist_function("ibv_cmd_alloc_mw")
         .allowlist_function("ibv_cmd_dealloc_mw")
         .allowlist_function("ibv_cmd_create_cq")

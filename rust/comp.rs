@@ -287,6 +287,9 @@ impl Qp {
                 } else {
                     match local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes()) {
                         Ok(()) => wc_status::SUCCESS,
+                        // ODP: dropped, as if lost; the fault is queued and
+                        // the retransmit timer asks again (crate::odp).
+                        Err(LocalErr::Fault) => return,
                         Err(_) => wc_status::LOC_PROT_ERR,
                     }
                 };
@@ -333,6 +336,10 @@ impl Qp {
                     p.done = true;
                     p.status = wc_status::BAD_RESP_ERR;
                 } else if let Err(e) = local.scatter(&p.wr.sges, off.into(), r.payload) {
+                    // ODP: as for an atomic's result above.
+                    if e == LocalErr::Fault {
+                        return;
+                    }
                     p.done = true;
                     p.status = if e == LocalErr::Len {
                         wc_status::LOC_LEN_ERR

@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 22] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 26] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -31,6 +31,10 @@ pub(crate) const NAMES: [&core::ffi::CStr; 22] = [
     c"qp_active",
     c"cq_active",
     c"srq_active",
+    c"odp_faults",
+    c"odp_fault_pages",
+    c"odp_invalidated_pages",
+    c"odp_prefetch",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -77,6 +81,13 @@ pub(crate) struct Counters {
     pub(crate) qp_active: AtomicU64,
     pub(crate) cq_active: AtomicU64,
     pub(crate) srq_active: AtomicU64,
+    /// On-demand paging: faults the data path asked for (each a range it
+    /// found untranslated), the pages they and prefetches brought in, the
+    /// pages the kernel's invalidations took away, and ibv_advise_mr calls.
+    pub(crate) odp_faults: AtomicU64,
+    pub(crate) odp_fault_pages: AtomicU64,
+    pub(crate) odp_invalidated_pages: AtomicU64,
+    pub(crate) odp_prefetch: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -161,6 +172,10 @@ impl Counters {
             &self.qp_active,
             &self.cq_active,
             &self.srq_active,
+            &self.odp_faults,
+            &self.odp_fault_pages,
+            &self.odp_invalidated_pages,
+            &self.odp_prefetch,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }
@@ -179,4 +194,15 @@ fn add(c: &AtomicU64, n: usize) {
 /// Takes one off a gauge.
 pub(crate) fn dec(c: &AtomicU64) {
     c.fetch_sub(1, Ordering::Relaxed);
+}
+
+impl crate::ib::odp::OdpEvents for Counters {
+    fn invalidated(&self, pages: u64) {
+        self.odp_invalidated_pages
+            .fetch_add(pages, Ordering::Relaxed);
+    }
+
+    fn faulted(&self, pages: u64) {
+        self.odp_fault_pages.fetch_add(pages, Ordering::Relaxed);
+    }
 }

@@ -19,11 +19,18 @@ use kernel::sync::{Arc, SetOnce};
 
 use crate::bindings as b;
 use crate::ib::av::Ah;
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::pkt::RxPacket;
-use crate::ib::work::{self, Drain, DrainOn, RxQueue};
+use crate::ib::work::{self, Drain, DrainOn, RxQueue, Work, WorkFn};
 use crate::mcast::Groups;
 use crate::qp::Qp;
 use crate::table::Table;
+
+impl WorkFn for OxeDevice {
+    fn run(&self) {
+        self.run_faults();
+    }
+}
 
 impl Drain for OxeDevice {
     fn drain(&self) -> bool {
@@ -50,6 +57,11 @@ pub(crate) struct OxeDevice {
     /// Packets sent to this device from its own host; the drain is
     /// cancelled before anything it uses goes (`owns_work!` below).
     rxq: SetOnce<RxQueue>,
+    /// The device's own work: ODP faults (`crate::odp`), cancelled as the
+    /// receive queue's drain is.
+    fault_work: SetOnce<Work>,
+    /// ODP faults the data path queued for the work.
+    pub(crate) faults: Pin<KBox<SpinLockBh<KVec<crate::odp::Fault>>>>,
     /// Live QPs by number.
     pub(crate) qps: Pin<KBox<Table<Qp>>>,
     /// Multicast groups and the UD QPs attached to them.
@@ -72,7 +84,10 @@ pub(crate) struct OxeDevice {
     _pin: core::marker::PhantomPinned,
 }
 
-work::owns_work!(OxeDevice { rx: rxq });
+work::owns_work!(OxeDevice {
+    work: fault_work,
+    rx: rxq
+});
 
 /// `rdma link add NAME type oxe netdev DEV`.
 pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
@@ -82,6 +97,8 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
     let drv = KBox::pin(
         OxeDevice {
             rxq: SetOnce::new(),
+            fault_work: SetOnce::new(),
+            faults: KBox::pin_init(new_spinlock_bh!(KVec::new(), "oxe_odp_faults"), GFP_KERNEL)?,
             qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,
             mcast: KBox::pin_init(Groups::new(), GFP_KERNEL)?,
             ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,
@@ -98,6 +115,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
         GFP_KERNEL,
     )?;
     work::start_rx_queue(&drv.as_ref(), DrainOn::AnyCpu)?;
+    work::start_work(&drv.as_ref())?;
     crate::ib::device::register(name, drv)
 }
 
@@ -158,11 +176,28 @@ impl OxeDevice {
             // ATOMIC WRITE. Not FLUSH_PERSISTENT (see mr::SUPPORTED_ACCESS).
             | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64
             | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
+        // ODP on RC and UD, explicit MRs only (a UC receive has no way to
+        // back off from a fault: see crate::odp).
+        attr.odp_caps.general_caps = u64::from(b::ib_odp_general_cap_bits_IB_ODP_SUPPORT);
+        attr.odp_caps.per_transport_caps.rc_odp_caps =
+            b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE;
+        attr.odp_caps.per_transport_caps.ud_odp_caps =
+            b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
         // `rdma link delete` may remove the device. Kernel PDs use lkey 0
         // (the device's local_dma_lkey) for kernel virtual addresses, which
         // oxe, without a DMA device, can copy to directly: no DMA MR needed.
         attr.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG)
-            | u64::from(b::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY);
+            | u64::from(b::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY)
+            | u64::from(b::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING);
     }
 
     /// Port attributes; the state follows the netdev (up and with carrier = ACTIVE).
@@ -217,6 +252,10 @@ impl OxeDevice {
 
     pub(crate) fn rx(&self) -> Option<&RxQueue> {
         self.rxq.as_ref()
+    }
+
+    pub(crate) fn fault_work(&self) -> Option<&Work> {
+        self.fault_work.as_ref()
     }
 
     pub(crate) fn alloc_ucontext(&self, udata: &UData) -> Result {

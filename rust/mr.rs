@@ -12,8 +12,10 @@ use crate::device::OxeDevice;
 use crate::ib::device::IbDev;
 use crate::ib::error::from_core;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::memory::Memory;
 use crate::ib::mr::{MrInfo, MrKeys, Rereg};
 use crate::ib::objects::PdId;
+use crate::ib::odp::OdpUmem;
 use crate::ib::umem::Umem;
 use crate::limits::{self, Kind};
 use crate::oxe_core::abi::OxeRegMrResp;
@@ -25,12 +27,13 @@ use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-/// Access flags oxe implements for MRs. No ON_DEMAND or ZERO_BASED yet, and
-/// no FLUSH_PERSISTENT: oxe cannot make a range persistent (it would need
+/// Access flags oxe implements for MRs. No ZERO_BASED yet, and no
+/// FLUSH_PERSISTENT: oxe cannot make a range persistent (it would need
 /// persistent memory behind every page, which rdma_rxe checks page by page;
-/// oxe does not claim the capability at all). Asking for any of them is
+/// oxe does not claim the capability at all). Asking for either is
 /// EOPNOTSUPP rather than a silent downgrade.
 pub(crate) const SUPPORTED_ACCESS: u32 = Access::LOCAL_WRITE.bits()
+    | Access::ON_DEMAND.bits()
     | Access::REMOTE_WRITE.bits()
     | Access::REMOTE_READ.bits()
     | Access::REMOTE_ATOMIC.bits()
@@ -62,7 +65,7 @@ struct MrState {
     /// The user virtual address the pages were pinned from.
     start: u64,
     pd: PdId,
-    pages: Pinned,
+    pages: Pages,
     /// Deregistered: its keys no longer resolve, and a reference taken
     /// before (a multi-packet transfer's target) grants nothing either.
     /// Set under the same lock under which a bind checks it, so a window
@@ -70,34 +73,56 @@ struct MrState {
     revoked: bool,
 }
 
-/// Pinned pages and their share of the device's `pages_pinned` gauge.
-struct Pinned {
-    umem: Umem,
+/// The MR's memory, and its share of the device's `pages_pinned` gauge
+/// (none for on-demand paging, which pins nothing).
+struct Pages {
+    /// Shared with a fault in progress, which runs without the MR's lock.
+    mem: Arc<Memory>,
     npages: u64,
     counters: Arc<Counters>,
 }
 
-impl Pinned {
-    fn pin(
+impl Pages {
+    /// Pins `[start, start + len)`, or, for ON_DEMAND, watches it.
+    fn get(
         dev: IbDev<OxeDevice>,
         counters: &Arc<Counters>,
         start: u64,
         len: u64,
         access: Access,
     ) -> Result<Self> {
+        if access.contains(Access::ON_DEMAND) {
+            let events: Arc<dyn crate::ib::odp::OdpEvents> = counters.clone();
+            let odp = OdpUmem::get(dev, start, len, access.bits(), events)?;
+            return Ok(Pages {
+                mem: Arc::new(Memory::Odp(odp), GFP_KERNEL)?,
+                npages: 0,
+                counters: counters.clone(),
+            });
+        }
         let umem = Umem::pin(dev, start, len, access.bits())
             .inspect_err(|_| inc(&counters.pin_failures))?;
         let npages = umem.page_count() as u64;
+        let mem = Arc::new(Memory::Pinned(umem), GFP_KERNEL)?;
         counters.pages_pinned.fetch_add(npages, Ordering::Relaxed);
-        Ok(Pinned {
-            umem,
+        Ok(Pages {
+            mem,
             npages,
             counters: counters.clone(),
         })
     }
+
+    /// Whether writes may land in the pages as they are: a pin taken for
+    /// writing, or ODP, which faults a page writable when a write needs it.
+    fn writable(&self) -> bool {
+        match &*self.mem {
+            Memory::Pinned(u) => u.writable(),
+            Memory::Odp(_) => true,
+        }
+    }
 }
 
-impl Drop for Pinned {
+impl Drop for Pages {
     fn drop(&mut self) {
         self.counters
             .pages_pinned
@@ -143,13 +168,23 @@ impl Mr {
 
     pub(crate) fn info(&self) -> MrInfo {
         let st = self.state.lock();
+        let odp = st.pages.mem.odp().is_some();
+        let (present, (faulted, invalidated)) = st
+            .pages
+            .mem
+            .odp()
+            .map_or((0, (0, 0)), |o| (o.present(), o.history()));
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         MrInfo {
-            pages: u32::try_from(st.pages.npages).unwrap_or(u32::MAX),
+            pages: u32::try_from(st.pages.mem.page_count()).unwrap_or(u32::MAX),
             page_size: PAGE_SIZE as u32,
-            pinned: true,
-            pinned_writable: st.pages.umem.writable(),
+            pinned: !odp,
+            pinned_writable: !odp && st.pages.writable(),
             key_index: Key::from_raw(self.lkey()).index(),
             access: st.access.bits(),
+            odp_present: clamp(present as u64),
+            odp_faulted: clamp(faulted),
+            odp_invalidated: clamp(invalidated),
         }
     }
 }
@@ -166,6 +201,9 @@ pub(crate) enum Denied {
     Bounds,
     /// An atomic on an address that is not 8-byte aligned.
     Alignment,
+    /// An ODP page is not translated now; a fault was queued (not a
+    /// refusal: the request is tried again once it has run).
+    Fault,
 }
 
 impl Mr {
@@ -179,7 +217,7 @@ impl Mr {
         iova: u64,
         len: u64,
         op: AccessOp,
-        f: impl FnOnce(&Umem, u64) -> Result<R>,
+        f: impl FnOnce(&Memory, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         self.access_as(pd, iova, len, op, true, f)
     }
@@ -194,7 +232,7 @@ impl Mr {
         iova: u64,
         len: u64,
         op: AccessOp,
-        f: impl FnOnce(&Umem, u64) -> Result<R>,
+        f: impl FnOnce(&Memory, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         self.access_as(pd, iova, len, op, false, f)
     }
@@ -206,7 +244,7 @@ impl Mr {
         len: u64,
         op: AccessOp,
         check_rights: bool,
-        f: impl FnOnce(&Umem, u64) -> Result<R>,
+        f: impl FnOnce(&Memory, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         let st = self.state.lock();
         st.admit(pd, check_rights.then_some(op))?;
@@ -217,7 +255,31 @@ impl Mr {
             return Err(Denied::Alignment);
         }
         let off = iova - st.range.iova();
-        Ok(f(&st.pages.umem, off))
+        Ok(f(&st.pages.mem, off))
+    }
+
+    /// Brings `[iova, iova + len)` of an ODP MR in (writable if `write`;
+    /// with `fault` false only what is mapped already). Sleeps: process
+    /// context. EINVAL for an MR that is not ODP, EFAULT out of range.
+    pub(crate) fn fault(&self, iova: u64, len: u64, write: bool, fault: bool) -> Result {
+        let (mem, off) = {
+            let st = self.state.lock();
+            if st.revoked || !st.range.contains(iova, len) {
+                return Err(EFAULT);
+            }
+            (st.pages.mem.clone(), iova - st.range.iova())
+        };
+        mem.odp().ok_or(EINVAL)?.fault(off, len, write, fault)
+    }
+
+    /// Whether `[iova, iova + len)` lies inside the MR.
+    pub(crate) fn contains(&self, iova: u64, len: u64) -> bool {
+        self.state.lock().range.contains(iova, len)
+    }
+
+    /// Whether the MR is an ODP one.
+    pub(crate) fn is_odp(&self) -> bool {
+        self.state.lock().pages.mem.odp().is_some()
     }
 }
 
@@ -312,7 +374,23 @@ impl Mr {
         writeln!(w, "iova     {:#x}", st.range.iova())?;
         writeln!(w, "length   {}", st.range.len())?;
         writeln!(w, "start    {:#x}", st.start)?;
-        let pin = if st.pages.umem.writable() {
+        let umem = match &*st.pages.mem {
+            Memory::Pinned(u) => u,
+            Memory::Odp(o) => {
+                // Faulted in and invalidated as the process and the
+                // device go: how many pages are translated right now.
+                let (faulted, invalidated) = o.history();
+                return writeln!(
+                    w,
+                    "pages    {} x {} B, on demand, {} present \
+                     ({faulted} faulted in, {invalidated} invalidated so far)",
+                    o.page_count(),
+                    PAGE_SIZE,
+                    o.present()
+                );
+            }
+        };
+        let pin = if umem.writable() {
             "writable"
         } else {
             "read-only"
@@ -329,7 +407,7 @@ impl Mr {
         let mut done = 0;
         while done < shown {
             let want = buf.len().min(shown - done);
-            let n = st.pages.umem.pfns(done, &mut buf[..want]);
+            let n = umem.pfns(done, &mut buf[..want]);
             if n == 0 {
                 break;
             }
@@ -366,6 +444,10 @@ pub(crate) fn reg_user(
     access: u32,
 ) -> Result<(Arc<Mr>, MrKeys)> {
     let access = Access::validate_for_mr(access, SUPPORTED_ACCESS).map_err(from_core)?;
+    // Implicit ODP (the whole address space) is not there yet.
+    if access.contains(Access::ON_DEMAND) && start == 0 && length == u64::MAX {
+        return Err(EOPNOTSUPP);
+    }
     let range = translation(start, iova, length)?;
     limits::admit(&drv.counters, Kind::Mr)?;
     reg_admitted(drv, dev, pd, start, length, range, access)
@@ -382,7 +464,7 @@ fn reg_admitted(
     range: Range,
     access: Access,
 ) -> Result<(Arc<Mr>, MrKeys)> {
-    let pages = Pinned::pin(dev, &drv.counters, start, length, access)?;
+    let pages = Pages::get(dev, &drv.counters, start, length, access)?;
     let mr = Arc::pin_init(
         pin_init!(Mr {
             key: AtomicU32::new(0),
@@ -431,7 +513,7 @@ pub(crate) fn rereg_user(
         let st = mr.state.lock();
         let current = rereg::MrState {
             access: st.access,
-            pinned_writable: st.pages.umem.writable(),
+            pinned_writable: st.pages.writable(),
         };
         (current, st.start, st.range)
     };
@@ -444,15 +526,18 @@ pub(crate) fn rereg_user(
     // A new translation, or write rights over pages pinned read-only, needs a
     // new pin: reusing a read-only pin for write access would let the device
     // write into pages the process could only read (the 2026 upstream fix).
-    let new_pages = match plan.repin {
-        Some(_) => Some(Pinned::pin(
+    // Switching between pinned and on-demand pages changes the memory too.
+    let odp_switch =
+        current.access.contains(Access::ON_DEMAND) != plan.new_access.contains(Access::ON_DEMAND);
+    let new_pages = match plan.repin.is_some() || odp_switch {
+        true => Some(Pages::get(
             dev,
             &drv.counters,
             start,
             range.len(),
             plan.new_access,
         )?),
-        None => None,
+        false => None,
     };
     // Commit: nothing below can fail but a window bound meanwhile (IBTA
     // 10.6.7.2.1: an MR with windows bound keeps its translation and rights).

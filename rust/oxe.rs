@@ -27,6 +27,7 @@ mod mad;
 mod mcast;
 mod mr;
 mod mw;
+mod odp;
 #[path = "core/src/lib.rs"]
 pub mod oxe_core;
 mod qp;

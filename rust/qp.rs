@@ -257,6 +257,10 @@ pub(crate) struct Qp {
     /// work item is.
     pub(crate) backlog: SetOnce<RxQueue>,
     pub(crate) backlogged: AtomicU32,
+    /// A datagram found its receive buffer's ODP pages missing (the faults
+    /// are queued): whoever processed it gives it another go, from process
+    /// context (`crate::recv`).
+    pub(crate) odp_retry: AtomicBool,
     /// A READ is being answered (`Resp::read`): the packets that follow it
     /// wait in the backlog, whose drain sends the responses in bursts.
     pub(crate) reading: AtomicBool,
@@ -402,6 +406,7 @@ impl Qp {
                 txq,
                 req_txq,
                 backlogged: AtomicU32::new(0),
+                odp_retry: AtomicBool::new(false),
                 reading: AtomicBool::new(false),
                 qpn: AtomicU32::new(0),
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
@@ -540,16 +545,22 @@ impl Qp {
 
     /// Takes the next receive WQE from the SRQ or the RQ.
     pub(crate) fn take_recv(&self, q: &mut QpInner) -> Option<Result<RecvWr>> {
-        self.take_recv_fitting(q, 0)
+        self.take_recv_fitting(q, 0, |_| Ok(()))
     }
 
     /// As [`Qp::take_recv`], for a message of `need` bytes known up front
     /// (a datagram): a receive WQE too short for it is not consumed, and
     /// comes back as `EMSGSIZE`, so the datagram can be dropped without
-    /// costing the receiver a WQE or its QP.
-    pub(crate) fn take_recv_fitting(&self, q: &mut QpInner, need: u32) -> Option<Result<RecvWr>> {
+    /// costing the receiver a WQE or its QP. Nor is one `ready` refuses
+    /// (its ODP pages not there yet): that error comes back instead.
+    pub(crate) fn take_recv_fitting(
+        &self,
+        q: &mut QpInner,
+        need: u32,
+        ready: impl Fn(&RecvWr) -> Result,
+    ) -> Option<Result<RecvWr>> {
         if let Some(srq) = &self.srq {
-            return srq.take(need);
+            return srq.take(need, ready);
         }
         let rq = self.rq.as_ref()?;
         let prod = rq.producer();
@@ -560,6 +571,9 @@ impl Qp {
         let w = wr::read_recv(rq, q.resp.rq_cons);
         if w.as_ref().is_ok_and(|w| w.len < need) {
             return Some(Err(EMSGSIZE));
+        }
+        if let Some(Err(e)) = w.as_ref().ok().map(&ready) {
+            return Some(Err(e));
         }
         q.resp.rq_cons = q.resp.rq_cons.wrapping_add(1);
         rq.set_consumer(q.resp.rq_cons);

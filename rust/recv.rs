@@ -99,7 +99,12 @@ impl OxeDevice {
                 if self.accept(bytes, l4, &p) {
                     qp.process(self, &p);
                 }
-                return;
+                // A datagram whose ODP receive buffer was not there goes
+                // to the backlog, whose drain takes the fault and places it.
+                if !qp.odp_retry.swap(false, Ordering::AcqRel) {
+                    return;
+                }
+                qp
             }
         };
         if deferred.backlogged.load(Ordering::Acquire) >= BACKLOG_MAX {
@@ -239,6 +244,16 @@ impl Qp {
             if let Some((bytes, l4)) = skb.bytes() {
                 if let Some(p) = parse(bytes, l4).filter(|p| drv.accept(bytes, l4, p)) {
                     self.process(drv, &p);
+                    // A datagram that found its ODP receive buffer missing:
+                    // the faults are taken here, in process context, and
+                    // it is placed then, or dropped if it misses again.
+                    if self.odp_retry.swap(false, Ordering::AcqRel) {
+                        drv.run_faults();
+                        self.process(drv, &p);
+                        if self.odp_retry.swap(false, Ordering::AcqRel) {
+                            crate::counters::inc(&drv.counters.rx_dropped);
+                        }
+                    }
                 }
             }
             self.backlogged.fetch_sub(1, Ordering::AcqRel);

@@ -22,7 +22,7 @@ use crate::qp::{
 };
 use crate::recv::Packet;
 use crate::tx::{self, Headers};
-use crate::wr::{self, wc_op, wc_status};
+use crate::wr::{self, wc_op, wc_status, RecvWr};
 use crate::xfer::{Local, LocalErr, Remote};
 use core::sync::atomic::Ordering;
 
@@ -280,7 +280,9 @@ impl Qp {
         }
         if starts {
             if let Some(r) = q.resp.recv.as_mut() {
-                if self.ty != QpType::Uc {
+                // Nothing placed yet: the first packet again, after an RNR
+                // NAK for an ODP fault; it keeps the WQE it took.
+                if r.off != 0 && self.ty != QpType::Uc {
                     return Verdict::Fatal(NakCode::InvalidRequest);
                 }
                 // UC: the message that had begun it was dropped.
@@ -303,6 +305,9 @@ impl Qp {
         };
         if let Err(e) = local.scatter(&r.wr.sges, r.off.into(), p.payload) {
             let (status, nak) = match e {
+                // ODP: the fault is queued; the requester sends this packet
+                // again after the RNR timer (see crate::odp).
+                LocalErr::Fault => return Verdict::Rnr,
                 LocalErr::Len => (wc_status::LOC_LEN_ERR, NakCode::InvalidRequest),
                 LocalErr::Prot => (wc_status::LOC_PROT_ERR, NakCode::RemoteOperationalError),
             };
@@ -362,7 +367,9 @@ impl Qp {
             let Some(Reth { va, rkey, dma_len }) = p.reth else {
                 return Verdict::Fatal(NakCode::InvalidRequest);
             };
-            if q.resp.write.is_some() {
+            // (One with nothing written yet is this packet again, after an
+            // RNR NAK for an ODP fault: it starts over.)
+            if q.resp.write.as_ref().is_some_and(|w| w.off != 0) {
                 return Verdict::Fatal(NakCode::InvalidRequest);
             }
             if q.attr.access & QP_REMOTE_WRITE == 0 {
@@ -419,8 +426,10 @@ impl Qp {
             {
                 return Verdict::Fatal(NakCode::RemoteAccessError);
             }
-            if remote.write(mr, w.va + w.off, p.payload).is_err() {
-                return Verdict::Fatal(NakCode::RemoteAccessError);
+            match remote.write(mr, w.va + w.off, p.payload) {
+                Ok(()) => {}
+                Err(Denied::Fault) => return Verdict::Rnr,
+                Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
             }
         }
         w.off += n;
@@ -491,6 +500,13 @@ impl Qp {
         };
         if self.peer(q).is_none() {
             return Verdict::Fatal(NakCode::RemoteOperationalError);
+        }
+        // ODP: every page translated before the first response goes, since
+        // a READ cannot be NAKed once it is being answered.
+        if let Some(t) = mr.as_ref() {
+            if self.remote(drv).ready(t, va, dma_len.into()) == Err(Denied::Fault) {
+                return Verdict::Rnr;
+            }
         }
         let n = dma_len.div_ceil(q.mtu()).max(1);
         let is_new = psn == q.resp.epsn;
@@ -588,9 +604,18 @@ impl Qp {
                     None => Ok(()),
                 },
             );
-            if let Err(tx::TxError::Fill(_)) = res {
-                self.end_read(q);
-                return Err(());
+            match res {
+                // An ODP page invalidated since the READ began: the rest
+                // is not sent, as if lost, and the requester asks again.
+                Err(tx::TxError::Fill(Denied::Fault)) => {
+                    self.end_read(q);
+                    return Ok(true);
+                }
+                Err(tx::TxError::Fill(_)) => {
+                    self.end_read(q);
+                    return Err(());
+                }
+                _ => {}
             }
             r.next += 1;
         }
@@ -659,6 +684,7 @@ impl Qp {
             a.swap_add,
         ) {
             Ok(v) => v,
+            Err(Denied::Fault) => return Verdict::Rnr,
             Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
         };
         let psn = p.bth.psn;
@@ -755,8 +781,10 @@ impl Qp {
         let stored = remote
             .resolve(rkey, va, 8, AccessOp::RemoteWrite)
             .and_then(|mr| remote.atomic_write(&mr, va, u64::from_ne_bytes(bytes)));
-        if stored.is_err() {
-            return Verdict::Fatal(NakCode::RemoteAccessError);
+        match stored {
+            Ok(()) => {}
+            Err(Denied::Fault) => return Verdict::Rnr,
+            Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
         }
         self.answered_empty(drv, q, p.bth.psn)
     }
@@ -783,10 +811,23 @@ impl Qp {
             return;
         }
         let total = GRH_LEN + p.payload.len();
-        let r = match self.take_recv_fitting(q, u32::try_from(total).unwrap_or(u32::MAX)) {
+        let local = Local {
+            drv,
+            pd: self.pd,
+            kernel: self.kernel.as_ref(),
+        };
+        // A datagram cannot be NAKed: the receive buffer's ODP pages are
+        // checked before its WQE is taken, and a miss has the datagram
+        // processed again once the fault has run (crate::recv).
+        let ready = |w: &RecvWr| local.ready(&w.sges, total);
+        let r = match self.take_recv_fitting(q, u32::try_from(total).unwrap_or(u32::MAX), ready) {
             Some(Ok(r)) => r,
             Some(Err(e)) if e == kernel::error::code::EMSGSIZE => {
                 crate::counters::inc(&drv.counters.rx_dropped);
+                return;
+            }
+            Some(Err(e)) if e == kernel::error::code::EAGAIN => {
+                self.odp_retry.store(true, Ordering::Release);
                 return;
             }
             _ => return,
@@ -798,11 +839,6 @@ impl Qp {
         } else if let Some(h) = p.ip.get(..20) {
             grh[20..].copy_from_slice(h);
         }
-        let local = Local {
-            drv,
-            pd: self.pd,
-            kernel: self.kernel.as_ref(),
-        };
         // `take_recv_fitting` gave a WQE that holds `total` bytes.
         let res = local
             .scatter(&r.sges, 0, &grh)

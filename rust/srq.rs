@@ -93,7 +93,11 @@ impl Srq {
     ///
     /// A WQE shorter than `need` bytes stays queued and comes back as
     /// `EMSGSIZE` (see `Qp::take_recv`).
-    pub(crate) fn take(&self, need: u32) -> Option<Result<RecvWr>> {
+    pub(crate) fn take(
+        &self,
+        need: u32,
+        ready: impl Fn(&RecvWr) -> Result,
+    ) -> Option<Result<RecvWr>> {
         let mut q = self.q.bh();
         let (st, ring) = q.parts();
         let prod = ring.producer();
@@ -104,6 +108,9 @@ impl Srq {
         let w = wr::read_recv(ring, st.consumer);
         if w.as_ref().is_ok_and(|w| w.len < need) {
             return Some(Err(EMSGSIZE));
+        }
+        if let Some(Err(e)) = w.as_ref().ok().map(&ready) {
+            return Some(Err(e));
         }
         st.consumer = st.consumer.wrapping_add(1);
         ring.set_consumer(st.consumer);

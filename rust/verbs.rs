@@ -14,7 +14,7 @@ use crate::ib::cq::CqHandle;
 use crate::ib::debugfs::Describe;
 use crate::ib::device::IbDev;
 use crate::ib::driver::{CqOps, Driver, MrOps, MwOps, QpOps, SrqOps};
-use crate::ib::mr::{MrInfo, MrKeys, RegUser, Rereg};
+use crate::ib::mr::{Advice, MrInfo, MrKeys, RegUser, Rereg};
 use crate::ib::mw::MwType;
 use crate::ib::netdev::NetDev;
 use crate::ib::objects::PdId;
@@ -138,6 +138,10 @@ impl Driver for OxeDevice {
         for (o, v) in out.iter_mut().zip(self.counters.snapshot()) {
             *o = v;
         }
+    }
+
+    fn advise_mr(&self, pd: PdId, ranges: &[(u32, u64, u32)], advice: Advice) -> Result {
+        OxeDevice::advise_mr(self, pd, ranges, advice)
     }
 }
 

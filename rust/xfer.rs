@@ -16,8 +16,8 @@
 
 use crate::device::OxeDevice;
 use crate::ib::kmem::KernelToken;
+use crate::ib::memory::Memory;
 use crate::ib::objects::PdId;
-use crate::ib::umem::Umem;
 use crate::mr::{Denied, Mr};
 use crate::mw::QpTag;
 use crate::oxe_core::abi::OxeSge;
@@ -36,6 +36,9 @@ pub(crate) enum LocalErr {
     Prot,
     /// The data does not fit the SGE list: IBV_WC_LOC_LEN_ERR.
     Len,
+    /// An ODP page is not translated now: a fault was queued, and the
+    /// caller tries again once it has run (nothing is completed).
+    Fault,
 }
 
 /// Whose memory the SGEs of a QP refer to.
@@ -99,11 +102,10 @@ impl Local<'_> {
                 return Ok(());
             }
             let mr = self.mr(sge.lkey)?;
-            mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |pages, o| {
+            let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |pages, o| {
                 pages.write(o, piece)
-            })
-            .map_err(|_| LocalErr::Prot)?
-            .map_err(|_| LocalErr::Prot)
+            });
+            self.placed(&mr, addr, n, true, r)
         })
     }
 
@@ -120,12 +122,59 @@ impl Local<'_> {
                 return Ok(());
             }
             let mr = self.mr(sge.lkey)?;
-            mr.access(self.pd, addr, n as u64, AccessOp::LocalRead, |pages, o| {
+            let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalRead, |pages, o| {
                 pages.read(o, piece)
-            })
-            .map_err(|_| LocalErr::Prot)?
-            .map_err(|_| LocalErr::Prot)
+            });
+            self.placed(&mr, addr, n, false, r)
         })
+    }
+
+    /// The outcome of a copy to or from `[addr, addr + n)` of `mr`: an ODP
+    /// miss queues the fault.
+    fn placed(
+        &self,
+        mr: &Arc<Mr>,
+        addr: u64,
+        n: usize,
+        write: bool,
+        r: core::result::Result<Result<()>, Denied>,
+    ) -> Result<(), LocalErr> {
+        match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if e == EAGAIN => {
+                self.drv.fault_later(mr, addr, n as u64, write);
+                Err(LocalErr::Fault)
+            }
+            _ => Err(LocalErr::Prot),
+        }
+    }
+
+    /// Whether the first `len` bytes of the SGE list are translated now
+    /// for the device to write (ODP pages present); a miss queues the
+    /// fault and is `EAGAIN`. Any other problem is left to the placement.
+    pub(crate) fn ready(&self, sges: &[OxeSge], len: usize) -> Result {
+        let r = self.walk(sges, 0, len, |sge, in_sge, _, n| {
+            if sge.lkey == LOCAL_DMA_LKEY {
+                return Ok(());
+            }
+            let Some(addr) = sge.addr.checked_add(in_sge) else {
+                return Ok(());
+            };
+            let Ok(mr) = self.mr(sge.lkey) else {
+                return Ok(());
+            };
+            let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |p, o| {
+                p.probe(o, n as u64, true)
+            });
+            match self.placed(&mr, addr, n, true, r) {
+                Err(LocalErr::Fault) => Err(LocalErr::Fault),
+                _ => Ok(()),
+            }
+        });
+        match r {
+            Err(LocalErr::Fault) => Err(EAGAIN),
+            _ => Ok(()),
+        }
     }
 
     /// Checks every SGE of a list up front: an SGE no access could ever
@@ -188,7 +237,7 @@ impl Target {
         va: u64,
         len: u64,
         op: AccessOp,
-        f: impl FnOnce(&Umem, u64) -> Result<R>,
+        f: impl FnOnce(&Memory, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         let iova = self.mr_iova(va);
         match self.window {
@@ -238,32 +287,59 @@ impl Remote<'_> {
 
     /// Writes `data` at `va` through `t` (checked again, under the MR lock).
     pub(crate) fn write(&self, t: &Target, va: u64, data: &[u8]) -> Result<(), Denied> {
-        t.access(
-            self.pd,
-            va,
-            data.len() as u64,
-            AccessOp::RemoteWrite,
-            |p, o| p.write(o, data),
-        )?
-        .map_err(|_| Denied::Bounds)
+        let len = data.len() as u64;
+        let r = t.access(self.pd, va, len, AccessOp::RemoteWrite, |p, o| {
+            p.write(o, data)
+        })?;
+        self.placed(t, va, len, true, r, Denied::Bounds)
     }
 
     /// Reads `out.len()` bytes at `va` through `t`.
     pub(crate) fn read(&self, t: &Target, va: u64, out: &mut [u8]) -> Result<(), Denied> {
         let len = out.len() as u64;
-        t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
+        let r = t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
             p.read(o, out)
-        })?
-        .map_err(|_| Denied::Bounds)
+        })?;
+        self.placed(t, va, len, false, r, Denied::Bounds)
+    }
+
+    /// Checks that `[va, va + len)` through `t` is translated now for
+    /// reading; an ODP page that is not queues its fault ([`Denied::Fault`]).
+    pub(crate) fn ready(&self, t: &Target, va: u64, len: u64) -> Result<(), Denied> {
+        let r = t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
+            p.probe(o, len, false)
+        })?;
+        self.placed(t, va, len, false, r, Denied::Bounds)
     }
 
     /// Stores 8 bytes at `va` (8-byte aligned) as one store, atomic against
     /// the device's other atomics and any CPU's aligned loads.
     pub(crate) fn atomic_write(&self, t: &Target, va: u64, value: u64) -> Result<(), Denied> {
-        t.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
+        let r = t.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
             p.atomic_store(o, value)
-        })?
-        .map_err(|_| Denied::Alignment)
+        })?;
+        self.placed(t, va, 8, true, r, Denied::Alignment)
+    }
+
+    /// The outcome of an access through `t`: an ODP miss queues the fault
+    /// and is [`Denied::Fault`]; any other failure is `other`.
+    fn placed<R>(
+        &self,
+        t: &Target,
+        va: u64,
+        len: u64,
+        write: bool,
+        r: Result<R>,
+        other: Denied,
+    ) -> Result<R, Denied> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) if e == EAGAIN => {
+                self.drv.fault_later(&t.mr, t.mr_iova(va), len, write);
+                Err(Denied::Fault)
+            }
+            Err(_) => Err(other),
+        }
     }
 
     /// An 8-byte atomic at `va`: compare-and-swap or fetch-and-add.
@@ -275,9 +351,9 @@ impl Remote<'_> {
         cmp_add: u64,
         swap: u64,
     ) -> Result<u64, Denied> {
-        t.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
+        let r = t.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
             p.atomic(o, cas, cmp_add, swap)
-        })?
-        .map_err(|_| Denied::Alignment)
+        })?;
+        self.placed(t, va, 8, true, r, Denied::Alignment)
     }
 }

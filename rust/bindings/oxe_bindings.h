@@ -4,6 +4,7 @@
  * kernel crate does not already bind into rust/bindings/generated.rs.
  */
 #include <linux/crc32.h>
+#include <linux/hmm.h>
 #include <linux/netdevice.h>
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
@@ -11,6 +12,7 @@
 #include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <rdma/rdma_netlink.h>

@@ -18,7 +18,7 @@ use super::av::{Ah, Av};
 use super::cq::CqHandle;
 use super::debugfs::Describe;
 use super::device::IbDev;
-use super::mr::{MrInfo, MrKeys, RegUser, Rereg};
+use super::mr::{Advice, MrInfo, MrKeys, RegUser, Rereg};
 use super::mw::MwType;
 use super::netdev::NetDev;
 use super::objects::PdId;
@@ -97,6 +97,9 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn stat_descs() -> &'static [StatDesc];
     /// Their values, in the same order.
     fn stats(&self, out: &mut [u64]);
+    /// ibv_advise_mr on PD `pd`: prefetch the ODP ranges (lkey, address,
+    /// length) as `advice` says.
+    fn advise_mr(&self, pd: PdId, ranges: &[(u32, u64, u32)], advice: Advice) -> Result;
 }
 
 /// A completion queue.

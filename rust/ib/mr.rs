@@ -43,6 +43,17 @@ pub(crate) struct Rereg {
     pub(crate) pd: PdId,
 }
 
+/// What `ibv_advise_mr` asks of ODP ranges.
+pub(crate) struct Advice {
+    /// Translate for writing (PREFETCH_WRITE).
+    pub(crate) write: bool,
+    /// Fault pages in; false takes only what is mapped (PREFETCH_NO_FAULT).
+    pub(crate) fault: bool,
+    /// Before the verb returns (IBV_ADVISE_MR_FLAG_FLUSH); else in the
+    /// background.
+    pub(crate) sync: bool,
+}
+
 /// An MR's internals, for `rdma resource show mr -dd`.
 pub(crate) struct MrInfo {
     pub(crate) pages: u32,
@@ -51,6 +62,12 @@ pub(crate) struct MrInfo {
     pub(crate) pinned_writable: bool,
     pub(crate) key_index: u32,
     pub(crate) access: u32,
+    /// On-demand paging: pages translated now, and the pages faults
+    /// brought in and invalidations took away since registration (all 0
+    /// for a pinned MR).
+    pub(crate) odp_present: u32,
+    pub(crate) odp_faulted: u32,
+    pub(crate) odp_invalidated: u32,
 }
 
 /// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
@@ -210,6 +227,54 @@ pub(super) unsafe extern "C" fn dereg_mr<D: Driver>(
     to_c_int(r)
 }
 
+/// ibv_advise_mr.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn advise_mr<D: Driver>(
+    pd: *mut b::ib_pd,
+    advice: b::ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut b::ib_sge,
+    num_sge: u32,
+    _attrs: *mut b::uverbs_attr_bundle,
+) -> c_int {
+    let r = (|| {
+        // SAFETY: a PD of this driver's device, alive for the call.
+        let (_, drv) = unsafe { dev_of::<D>((*pd).device) }?;
+        let (write, fault) = match advice {
+            b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH => (false, true),
+            b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE => (true, true),
+            b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT => {
+                (false, false)
+            }
+            _ => return Err(EOPNOTSUPP),
+        };
+        let flush = b::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH;
+        if flags & !flush != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let sges = if sg_list.is_null() || num_sge == 0 {
+            &[][..]
+        } else {
+            // SAFETY: uverbs copied `num_sge` SGEs in for the call.
+            unsafe { core::slice::from_raw_parts(sg_list, num_sge as usize) }
+        };
+        let mut ranges = KVec::with_capacity(sges.len(), GFP_KERNEL)?;
+        for s in sges {
+            ranges.push((s.lkey, s.addr, s.length), GFP_KERNEL)?;
+        }
+        let advice = Advice {
+            write,
+            fault,
+            sync: flags & flush != 0,
+        };
+        drv.advise_mr(PdId::of(pd), &ranges, advice)
+    })();
+    to_c_int(r)
+}
+
 /// `rdma resource show mr -dd`: the driver's view of the MR, as driver attributes.
 ///
 /// # Safety
@@ -226,12 +291,15 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     else {
         return EMSGSIZE.to_errno();
     };
-    let fields: [(&core::ffi::CStr, u32); 5] = [
+    let fields: [(&core::ffi::CStr, u32); 8] = [
         (c"pages", info.pages),
         (c"page_size", info.page_size),
         (c"pinned", info.pinned.into()),
         (c"pinned_writable", info.pinned_writable.into()),
         (c"key_index", info.key_index),
+        (c"odp_present", info.odp_present),
+        (c"odp_faulted", info.odp_faulted),
+        (c"odp_invalidated", info.odp_invalidated),
     ];
     for (name, value) in fields {
         // SAFETY: a live message and a static NUL-terminated name.

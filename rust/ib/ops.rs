@@ -58,6 +58,7 @@ pub(super) fn device_ops<D: Driver>() -> b::ib_device_ops {
         reg_user_mr: Some(mr::reg_user_mr::<D>),
         rereg_user_mr: Some(mr::rereg_user_mr::<D>),
         dereg_mr: Some(mr::dereg_mr::<D>),
+        advise_mr: Some(mr::advise_mr::<D>),
         alloc_mw: Some(mw::alloc_mw::<D>),
         dealloc_mw: Some(mw::dealloc_mw::<D>),
         fill_res_mr_entry: Some(mr::fill_res_mr_entry::<D>),

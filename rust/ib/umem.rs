@@ -14,18 +14,14 @@ use kernel::types::Opaque;
 ///
 /// # Invariants
 ///
-/// `self.umem` is a live umem returned by `ib_umem_get*` and not yet released;
-/// `self.release`, until the drop, holds a work item not yet initialized.
+/// `self.umem` is a pinned umem from `ib_umem_get`.
 pub(crate) struct Umem {
-    umem: NonNull<b::ib_umem>,
+    umem: UmemRef<()>,
     /// Page frame numbers of the pinned pages, in address order: the data
     /// path's O(1) translation.
     pfns: KVVec<usize>,
     /// Offset of the first byte within the first page.
     first_off: usize,
-    /// Allocated up front, so that dropping the pin never allocates: the
-    /// work a release from atomic context is deferred with.
-    release: Option<KBox<Release>>,
 }
 
 // SAFETY: an ib_umem is plain data owned by this handle; release may happen on any thread.
@@ -43,23 +39,18 @@ impl Umem {
         access: u32,
     ) -> Result<Self> {
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
-        let release = Some(KBox::new(
-            Release {
-                work: Opaque::uninit(),
-                umem: core::ptr::null_mut(),
-            },
-            GFP_KERNEL,
-        )?);
-        // SAFETY: `dev` is a registered device (IbDev invariant); ib_umem_get
-        // validates the user range itself and returns an ERR_PTR on failure.
-        let p = unsafe { b::oxe_shim_ib_umem_get(dev.as_ptr(), addr, len, access as i32) };
-        let umem = from_err_ptr(p).and_then(|p| NonNull::new(p).ok_or(ENOMEM))?;
+        let get = || {
+            // SAFETY: `dev` is a registered device (IbDev invariant);
+            // ib_umem_get validates the user range itself and returns an
+            // ERR_PTR on failure.
+            unsafe { b::oxe_shim_ib_umem_get(dev.as_ptr(), addr, len, access as i32) }
+        };
+        let umem = UmemRef::get(get, ())?;
         // INVARIANT: a successful ib_umem_get.
         let mut u = Umem {
             umem,
             pfns: KVVec::new(),
             first_off: (addr as usize) & (kernel::page::PAGE_SIZE - 1),
-            release,
         };
         let n = u.page_count();
         let mut pfns = KVVec::with_capacity(n, GFP_KERNEL)?;
@@ -84,82 +75,39 @@ impl Umem {
 
     /// Copies `data` into the pinned pages from byte `off` of the range.
     /// The caller has checked the bounds; a range past the end is EFAULT.
-    pub(crate) fn write(&self, mut off: u64, mut data: &[u8]) -> Result {
-        while !data.is_empty() {
-            let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
-            let n = room.min(data.len());
-            let (now, rest) = data.split_at(n);
-            // SAFETY: a page of our pin (type invariant); the copy stays
-            // within it (`n <= room`), and `now` is `n` bytes of ours.
-            unsafe {
-                with_page(pfn, |va| {
-                    core::ptr::copy_nonoverlapping(now.as_ptr(), va.add(in_page), n)
-                })
-            };
-            data = rest;
-            off += n as u64;
-        }
-        Ok(())
+    pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result {
+        copy_in(|o| self.locate(o).ok_or(EFAULT), off, data)
     }
 
     /// Copies from the pinned pages, from byte `off` of the range, into `out`.
-    pub(crate) fn read(&self, mut off: u64, mut out: &mut [u8]) -> Result {
-        while !out.is_empty() {
-            let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
-            let n = room.min(out.len());
-            let (now, rest) = out.split_at_mut(n);
-            // SAFETY: as in `write`; `now` is writable for `n` bytes.
-            unsafe {
-                with_page(pfn, |va| {
-                    core::ptr::copy_nonoverlapping(va.add(in_page), now.as_mut_ptr(), n)
-                })
-            };
-            out = rest;
-            off += n as u64;
-        }
-        Ok(())
+    pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result {
+        copy_out(|o| self.locate(o).ok_or(EFAULT), off, out)
     }
 
     /// An 8-byte atomic at byte `off` (8-byte aligned in the address space,
     /// so within one page): compare-and-swap or fetch-and-add; returns the
     /// original value.
     pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
-        self.with_word(off, |w| {
-            if cas {
-                match w.compare_exchange(cmp_add, swap, Ordering::SeqCst, Ordering::SeqCst) {
-                    Ok(v) | Err(v) => v,
-                }
-            } else {
-                w.fetch_add(cmp_add, Ordering::SeqCst)
-            }
-        })
+        word(
+            |o| self.locate(o).ok_or(EFAULT),
+            off,
+            |w| atomic_op(w, cas, cmp_add, swap),
+        )
     }
 
     /// Stores the 8-byte `value` at byte `off` (8-byte aligned in the
     /// address space, so within one page) as one store.
     pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
-        self.with_word(off, |w| w.store(value, Ordering::SeqCst))
-    }
-
-    /// Runs `f` on the aligned 8-byte word at byte `off`, as the CPU's own
-    /// atomic. IBTA asks that atomics be atomic against each other on the
-    /// device (IB_ATOMIC_HCA); the CPU's locked instructions give that, and
-    /// atomicity against the process's own atomics on the page as well.
-    fn with_word<R>(&self, off: u64, f: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
-        let (pfn, in_page, room) = self.locate(off).ok_or(EFAULT)?;
-        if room < 8 || in_page % 8 != 0 {
-            return Err(EINVAL);
-        }
-        // SAFETY: a page of our pin (type invariant); the word lies within
-        // it and is aligned; it is user memory, which others change
-        // concurrently (the process, other packets), as the kernel's own
-        // atomics on user pages allow.
-        Ok(unsafe { with_page(pfn, |va| f(AtomicU64::from_ptr(va.add(in_page).cast()))) })
+        word(
+            |o| self.locate(o).ok_or(EFAULT),
+            off,
+            |w| w.store(value, Ordering::SeqCst),
+        )
     }
 
     fn get(&self) -> &b::ib_umem {
-        // SAFETY: live until drop (type invariant).
-        unsafe { self.umem.as_ref() }
+        // SAFETY: live until drop (UmemRef invariant).
+        unsafe { self.umem.0.as_ref() }
     }
 
     /// Whether the pages were pinned writable (FOLL_WRITE).
@@ -184,8 +132,94 @@ impl Umem {
     pub(crate) fn pfns(&self, skip: usize, out: &mut [usize]) -> usize {
         // SAFETY: the umem is live; `out` is valid for `out.len()` entries.
         unsafe {
-            b::oxe_shim_umem_pfns(self.umem.as_ptr(), skip, out.as_mut_ptr().cast(), out.len())
+            b::oxe_shim_umem_pfns(
+                self.umem.0.as_ptr(),
+                skip,
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
         }
+    }
+}
+
+// Every translation (pinned pages, an ODP table) answers "where is byte
+// `off`": (page frame, offset in it, bytes left in that page), or why not;
+// the copies below need no more.
+
+/// Copies `data` into memory from byte `off`, page by page.
+pub(super) fn copy_in(
+    locate: impl Fn(u64) -> Result<(usize, usize, usize)>,
+    mut off: u64,
+    mut data: &[u8],
+) -> Result {
+    while !data.is_empty() {
+        let (pfn, in_page, room) = locate(off)?;
+        let n = room.min(data.len());
+        let (now, rest) = data.split_at(n);
+        // SAFETY: a page of a live translation (`locate`'s answer, under
+        // whatever keeps it valid for the caller); the copy stays within it
+        // (`n <= room`), and `now` is `n` bytes of ours.
+        unsafe {
+            with_page(pfn, |va| {
+                core::ptr::copy_nonoverlapping(now.as_ptr(), va.add(in_page), n)
+            })
+        };
+        data = rest;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+/// Copies from memory, from byte `off`, into `out`, page by page.
+pub(super) fn copy_out(
+    locate: impl Fn(u64) -> Result<(usize, usize, usize)>,
+    mut off: u64,
+    mut out: &mut [u8],
+) -> Result {
+    while !out.is_empty() {
+        let (pfn, in_page, room) = locate(off)?;
+        let n = room.min(out.len());
+        let (now, rest) = out.split_at_mut(n);
+        // SAFETY: as in `copy_in`; `now` is writable for `n` bytes.
+        unsafe {
+            with_page(pfn, |va| {
+                core::ptr::copy_nonoverlapping(va.add(in_page), now.as_mut_ptr(), n)
+            })
+        };
+        out = rest;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+/// Runs `f` on the aligned 8-byte word at byte `off`, as the CPU's own
+/// atomic. IBTA asks that atomics be atomic against each other on the
+/// device (IB_ATOMIC_HCA); the CPU's locked instructions give that, and
+/// atomicity against the process's own atomics on the page as well.
+pub(super) fn word<R>(
+    locate: impl Fn(u64) -> Result<(usize, usize, usize)>,
+    off: u64,
+    f: impl FnOnce(&AtomicU64) -> R,
+) -> Result<R> {
+    let (pfn, in_page, room) = locate(off)?;
+    if room < 8 || in_page % 8 != 0 {
+        return Err(EINVAL);
+    }
+    // SAFETY: a page of a live translation (as in `copy_in`); the word lies
+    // within it and is aligned; it is user memory, which others change
+    // concurrently (the process, other packets), as the kernel's own
+    // atomics on user pages allow.
+    Ok(unsafe { with_page(pfn, |va| f(AtomicU64::from_ptr(va.add(in_page).cast()))) })
+}
+
+/// Compare-and-swap (`cas`) or fetch-and-add on `w`; the original value.
+pub(super) fn atomic_op(w: &AtomicU64, cas: bool, cmp_add: u64, swap: u64) -> u64 {
+    if cas {
+        match w.compare_exchange(cmp_add, swap, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(v) | Err(v) => v,
+        }
+    } else {
+        w.fetch_add(cmp_add, Ordering::SeqCst)
     }
 }
 
@@ -195,7 +229,7 @@ impl Umem {
 /// # Safety
 ///
 /// `pfn` is a page of a live pin.
-unsafe fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
+pub(super) unsafe fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
     // SAFETY: a pinned page (caller contract), mapped until the unmap below.
     let va = unsafe { b::oxe_shim_kmap_local_pfn(pfn as kernel::ffi::c_ulong) };
     let r = f(va.cast());
@@ -205,38 +239,79 @@ unsafe fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
     r
 }
 
+/// An ib_umem (pinned or ODP), released on drop in process context:
+/// releasing sleeps (unpinning dirty pages takes the page lock; an ODP umem
+/// removes its notifier), and an MR's last reference can go in the receive
+/// path's softirq. From atomic context the release is deferred to a work
+/// item, allocated with the handle so that dropping never allocates,
+/// together with `K`, which must live as long as the umem.
+///
+/// # Invariants
+///
+/// `self.0` is a live umem, not yet released; `self.1` holds an unused
+/// release (work not initialized) until the drop.
+pub(super) struct UmemRef<K: Send + 'static>(NonNull<b::ib_umem>, Option<KBox<Release<K>>>);
+
 /// A umem release deferred to process context.
 #[repr(C)]
-struct Release {
+struct Release<K> {
     /// First, so that the work's address is the release's.
     work: Opaque<b::work_struct>,
     umem: *mut b::ib_umem,
+    /// Dropped after the release.
+    keep: Option<K>,
+}
+
+impl<K: Send + 'static> UmemRef<K> {
+    /// The umem `get` returns (an ERR_PTR on failure), kept with `keep`.
+    pub(super) fn get(get: impl FnOnce() -> *mut b::ib_umem, keep: K) -> Result<Self> {
+        let release = KBox::new(
+            Release {
+                work: Opaque::uninit(),
+                umem: core::ptr::null_mut(),
+                keep: Some(keep),
+            },
+            GFP_KERNEL,
+        )?;
+        let umem = from_err_ptr(get()).and_then(|p| NonNull::new(p).ok_or(ENOMEM))?;
+        // INVARIANT: a umem just obtained; an unused release.
+        Ok(UmemRef(umem, Some(release)))
+    }
+
+    pub(super) fn as_ptr(&self) -> *mut b::ib_umem {
+        self.0.as_ptr()
+    }
+
+    /// What the handle keeps alive with the umem.
+    pub(super) fn keep(&self) -> Option<&K> {
+        self.1.as_ref().and_then(|r| r.keep.as_ref())
+    }
 }
 
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn run_release(work: *mut b::work_struct) {
-    // SAFETY: `work` is the first field of a `Release` that `Umem::drop`
-    // gave up with `KBox::into_raw`; this is its only run.
-    let umem = unsafe { KBox::from_raw(work.cast::<Release>()) }.umem;
-    // SAFETY: a live umem (the Umem's, released here for it), on a device
-    // `Umem::drop` took a reference to.
+unsafe extern "C" fn run_release<K>(work: *mut b::work_struct) {
+    // SAFETY: `work` is the first field of a `Release<K>` that
+    // `UmemRef::drop` gave up with `KBox::into_raw`; this is its only run.
+    let r = unsafe { KBox::from_raw(work.cast::<Release<K>>()) };
+    let umem = r.umem;
+    // SAFETY: a live umem (the handle's, released here for it), on a
+    // device `UmemRef::drop` took a reference to.
     unsafe {
         let dev = core::ptr::addr_of_mut!((*(*umem).ibdev).__bindgen_anon_1.dev).cast();
         b::ib_umem_release(umem);
         b::put_device(dev);
     }
+    drop(r);
 }
 
-impl Drop for Umem {
+impl<K: Send + 'static> Drop for UmemRef<K> {
     fn drop(&mut self) {
-        let umem = self.umem.as_ptr();
-        // Unpinning dirty pages takes the page lock, which sleeps: not in
-        // the receive path's softirq (an MR's last reference can go there).
+        let umem = self.0.as_ptr();
         // SAFETY: reads this CPU's context.
         let atomic = unsafe { b::oxe_shim_in_atomic() };
-        match self.release.take() {
+        match self.1.take() {
             Some(mut r) if atomic => {
                 r.umem = umem;
                 // SAFETY: the umem and its device are live; the reference
@@ -253,7 +328,7 @@ impl Drop for Umem {
                 unsafe {
                     b::init_work_with_key(
                         work,
-                        Some(run_release),
+                        Some(run_release::<K>),
                         false,
                         c"oxe_umem_release".as_char_ptr(),
                         kernel::static_lock_class!().as_ptr(),
@@ -266,8 +341,12 @@ impl Drop for Umem {
                     );
                 }
             }
-            // SAFETY: releases the pin taken in `pin`, exactly once.
-            _ => unsafe { b::ib_umem_release(umem) },
+            r => {
+                // SAFETY: releases the umem, exactly once (type invariant).
+                unsafe { b::ib_umem_release(umem) };
+                // `keep` goes after the umem.
+                drop(r);
+            }
         }
     }
 }

@@ -213,6 +213,7 @@ fn context_ops() -> sys::verbs_context_ops {
         reg_mr: Some(reg_mr),
         rereg_mr: Some(rereg_mr),
         dereg_mr: Some(dereg_mr),
+        advise_mr: Some(advise_mr),
         alloc_mw: Some(mw::alloc_mw),
         dealloc_mw: Some(mw::dealloc_mw),
         bind_mw: Some(mw::bind_mw),
@@ -558,6 +559,23 @@ unsafe extern "C" fn dereg_mr(vmr: *mut sys::verbs_mr) -> c_int {
     // `OxeMr` Box `reg_mr` leaked; libibverbs forgets it once this returns 0.
     drop(unsafe { Box::from_raw(vmr.cast::<OxeMr>()) });
     0
+}
+
+/// `ibv_advise_mr()`: prefetching ODP ranges is the kernel's business
+/// (it owns the translation), so the advice goes to it as it is.
+///
+/// # Safety
+/// libibverbs' contract: a live `pd`, and `sg_list` valid for `num_sge`
+/// entries.
+unsafe extern "C" fn advise_mr(
+    pd: *mut sys::ibv_pd,
+    advice: sys::ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut sys::ibv_sge,
+    num_sge: u32,
+) -> c_int {
+    // SAFETY: forwarded as libibverbs handed them over.
+    errno_ret(unsafe { sys::ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sge) })
 }
 
 #[cfg(test)]

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! On-demand paging: user memory an MR translates without pinning it.
+//!
+//! ib_core's `ib_umem_odp` watches the range with an mmu interval notifier
+//! and faults pages in through hmm. Its page list changes while a fault
+//! runs, under a mutex, and the receive path runs in softirq, where it can
+//! neither sleep nor take that mutex. So each ODP umem keeps a translation
+//! table of its own, behind a softirq-safe spinlock: a fault (process
+//! context) copies the pages it brought in into the table, and an
+//! invalidation empties the invalidated part of it. Every access to the
+//! pages runs under the same lock, so an access that raced with an
+//! invalidation either finished on the old pages before the invalidation
+//! returned (and so before the kernel let the pages go) or finds them gone:
+//! never a copy into a page that has left the process.
+//!
+//! An access that finds a page missing fails with `EAGAIN`; the driver
+//! faults the range in from process context ([`OdpUmem::fault`]) and tries
+//! again.
+
+use super::device::IbDev;
+use super::error::from_err_ptr;
+use super::lock::{new_spinlock_bh, SpinLockBh};
+use super::umem::UmemRef;
+use crate::bindings as b;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// What the owner of ODP memory learns about its pages: the invalidation
+/// callback and the fault hook of the driver, for its statistics.
+pub(crate) trait OdpEvents: Send + Sync + 'static {
+    /// The kernel took `pages` translated pages of the range away
+    /// (munmap, MADV_DONTNEED, migration, COW after fork...); the table no
+    /// longer has them when this is called.
+    fn invalidated(&self, pages: u64);
+    /// A fault brought `pages` pages of the range in.
+    fn faulted(&self, pages: u64);
+}
+
+/// A table entry: the page frame number shifted up, and these flags.
+const PRESENT: usize = 1;
+const WRITABLE: usize = 2;
+/// Not present, and a fault of it failed (the address is not mapped, or
+/// not writable): accesses fail (EFAULT) instead of asking for the fault
+/// again, until an invalidation or a prefetch of the page clears it.
+const FAILED: usize = 4;
+const PFN_SHIFT: u32 = 3;
+
+/// What the notifier reaches through the umem's `private` pointer.
+#[pin_data]
+pub(super) struct Shared {
+    /// One entry per page of the range, from `base` on (0: not present).
+    #[pin]
+    table: SpinLockBh<KVVec<usize>>,
+    events: Arc<dyn OdpEvents>,
+    /// This range's share of what `events` hears.
+    faulted: AtomicU64,
+    invalidated: AtomicU64,
+}
+
+/// An ODP umem and the translation table in front of it.
+///
+/// # Invariants
+///
+/// `umem` is the `umem` of an ib_umem_odp from `ib_umem_odp_get`, whose
+/// `private` is `shared`, the box the handle keeps until after the release.
+pub(crate) struct OdpUmem {
+    umem: UmemRef<Pin<KBox<Shared>>>,
+    shared: NonNull<Shared>,
+    /// The page-aligned start of the range, in the process's address space.
+    base: u64,
+    /// The offset of the registered start in its first page.
+    first_off: u64,
+    /// The registered length.
+    len: u64,
+}
+
+// SAFETY: the umem is owned by this handle and used through ib_core's
+// locked functions; the table has its own lock.
+unsafe impl Send for OdpUmem {}
+// SAFETY: as above.
+unsafe impl Sync for OdpUmem {}
+
+/// The ops ib_core's notifier calls: one table, shared by every ODP umem.
+static NOTIFIER_OPS: b::mmu_interval_notifier_ops = b::mmu_interval_notifier_ops {
+    invalidate: Some(invalidate),
+    invalidate_start: None,
+    invalidate_finish: None,
+};
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn invalidate(
+    mni: *mut b::mmu_interval_notifier,
+    range: *const b::mmu_notifier_range,
+    cur_seq: kernel::ffi::c_ulong,
+) -> bool {
+    // SAFETY: the notifier is the `notifier` field of a live ib_umem_odp
+    // (release removes it, waiting for callbacks, before freeing), and the
+    // range is the kernel's, for this call.
+    unsafe {
+        // The umem mutex sleeps; the OOM reaper's unblockable calls get
+        // "retry" (false) and the pages stay until the process exits.
+        if (*range).flags & b::MMU_NOTIFIER_RANGE_BLOCKABLE == 0 {
+            return false;
+        }
+        let at = core::mem::offset_of!(b::ib_umem_odp, notifier);
+        let odp = mni.cast::<u8>().sub(at).cast::<b::ib_umem_odp>();
+        let mutex = core::ptr::addr_of_mut!((*odp).umem_mutex);
+        b::mutex_lock(mutex);
+        // Set by `get` under this mutex; null before, when nothing was
+        // faulted in.
+        let shared = (*odp).private.cast::<Shared>().cast_const().as_ref();
+        // mmu_interval_set_seq(): faults that started before now retry.
+        core::ptr::addr_of_mut!((*mni).invalidate_seq).write_volatile(cur_seq);
+        let tree = &(*mni).interval_tree;
+        let (start, end) = (
+            (*range).start.max(tree.start),
+            (*range).end.min(tree.last.wrapping_add(1)),
+        );
+        let dropped = if start < end {
+            let first = (start - tree.start) >> PAGE_SHIFT;
+            let last = (end - 1 - tree.start) >> PAGE_SHIFT;
+            let mut n = 0u64;
+            if let Some(shared) = shared {
+                let mut table = shared.table.lock();
+                for e in table.iter_mut().take(last + 1).skip(first) {
+                    n += u64::from(*e & PRESENT != 0);
+                    *e = 0;
+                }
+            }
+            b::ib_umem_odp_unmap_dma_pages(odp, start as u64, end as u64);
+            n
+        } else {
+            0
+        };
+        b::mutex_unlock(mutex);
+        if let Some(shared) = shared.filter(|_| dropped != 0) {
+            shared.invalidated.fetch_add(dropped, Ordering::Relaxed);
+            shared.events.invalidated(dropped);
+        }
+    }
+    true
+}
+
+impl OdpUmem {
+    /// Watches `[addr, addr + len)` of the calling process for driver
+    /// `D`'s device, with nothing faulted in yet. `access` is the MR's (IB
+    /// access flags, ON_DEMAND among them).
+    pub(crate) fn get<D: super::driver::Driver>(
+        dev: IbDev<D>,
+        addr: u64,
+        len: u64,
+        access: u32,
+        events: Arc<dyn OdpEvents>,
+    ) -> Result<Self> {
+        let first_off = addr & (PAGE_SIZE as u64 - 1);
+        let base = addr - first_off;
+        let pages = crate::oxe_core::range::pages_spanned(addr, len, PAGE_SHIFT as u32)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .ok_or(EINVAL)?;
+        let mut table = KVVec::with_capacity(pages, GFP_KERNEL_ACCOUNT)?;
+        table.resize(pages, 0, GFP_KERNEL_ACCOUNT)?;
+        let shared = KBox::pin_init(
+            pin_init!(Shared {
+                table <- new_spinlock_bh!(table, "oxe_odp_table"),
+                events,
+                faulted: AtomicU64::new(0),
+                invalidated: AtomicU64::new(0),
+            }),
+            GFP_KERNEL,
+        )?;
+        let len_c = usize::try_from(len).map_err(|_| EINVAL)?;
+        let get = || {
+            // SAFETY: a registered device (IbDev invariant); ib_umem_odp_get
+            // checks the range and the caller's mm itself, and returns an
+            // ERR_PTR on failure. The ops are static.
+            let p = unsafe {
+                b::ib_umem_odp_get(
+                    dev.as_ptr(),
+                    addr as usize,
+                    len_c,
+                    access as i32,
+                    &NOTIFIER_OPS,
+                )
+            };
+            match from_err_ptr(p) {
+                // SAFETY: a live ib_umem_odp; its umem is a field of it.
+                Ok(p) => unsafe { core::ptr::addr_of_mut!((*p).umem) },
+                Err(_) => p.cast(),
+            }
+        };
+        let umem = UmemRef::get(get, shared)?;
+        let shared = umem.keep().map(|s| NonNull::from(&**s)).ok_or(EINVAL)?;
+        let this = OdpUmem {
+            umem,
+            shared,
+            base,
+            first_off,
+            len,
+        };
+        let odp = this.odp();
+        // SAFETY: a live umem, ours; the interval is fixed at creation.
+        // The table is indexed from its first page (without HUGETLB, which
+        // oxe does not accept, that is the registered start's page).
+        if unsafe { (*odp).notifier.interval_tree.start } as u64 != base {
+            return Err(EINVAL);
+        }
+        // SAFETY: a live umem, ours. No invalidation reaches the table
+        // before `private` is set: it reads `private` under the umem mutex,
+        // taken here too, and with nothing faulted in there is nothing to
+        // drop before.
+        unsafe {
+            let mutex = core::ptr::addr_of_mut!((*odp).umem_mutex);
+            b::mutex_lock(mutex);
+            (*odp).private = shared.as_ptr().cast();
+            b::mutex_unlock(mutex);
+        }
+        // INVARIANT: `private` is `shared`, kept by `umem`.
+        Ok(this)
+    }
+
+    /// The ib_umem_odp around the umem.
+    fn odp(&self) -> *mut b::ib_umem_odp {
+        let at = core::mem::offset_of!(b::ib_umem_odp, umem);
+        // SAFETY: the umem is a field of an ib_umem_odp (type invariant).
+        unsafe { self.umem.as_ptr().cast::<u8>().sub(at).cast() }
+    }
+
+    fn shared(&self) -> &Shared {
+        // SAFETY: kept alive by `umem` (type invariant).
+        unsafe { self.shared.as_ref() }
+    }
+
+    /// Pages in the range.
+    pub(crate) fn page_count(&self) -> usize {
+        self.shared().table.lock().len()
+    }
+
+    /// Pages faults brought in, and pages invalidations took away, since
+    /// registration.
+    pub(crate) fn history(&self) -> (u64, u64) {
+        let s = self.shared();
+        (
+            s.faulted.load(Ordering::Relaxed),
+            s.invalidated.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Pages translated now.
+    pub(crate) fn present(&self) -> usize {
+        self.shared()
+            .table
+            .lock()
+            .iter()
+            .filter(|&&e| e & PRESENT != 0)
+            .count()
+    }
+
+    /// Brings bytes `[off, off + len)` of the range in (writable if
+    /// `write`) and into the table. Sleeps: process context only. With
+    /// `fault` false, only what is already mapped is taken, nothing
+    /// faulted (IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT).
+    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, fault: bool) -> Result {
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= self.len)
+            .ok_or(EFAULT)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let va = self.base + self.first_off + off;
+        let mask = if write {
+            b::hmm_pfn_flags_HMM_PFN_WRITE as u64
+        } else {
+            0
+        };
+        let odp = self.odp();
+        // SAFETY: a live umem (type invariant); the range lies inside it.
+        // On success the umem mutex is held, and the page list is valid
+        // for the range until it is released.
+        let ret = unsafe { b::ib_umem_odp_map_dma_and_lock(odp, va, end - off, mask, fault) };
+        let first = ((self.first_off + off) >> PAGE_SHIFT) as usize;
+        let last = ((self.first_off + end - 1) >> PAGE_SHIFT) as usize;
+        if ret < 0 {
+            // Only a fault that was asked for and found nothing to map
+            // (EFAULT), or no write permission (EPERM), marks the pages: a
+            // prefetch without faulting, or a busy retry, leaves them alone.
+            let err = Error::from_errno(ret);
+            if fault && (err == EFAULT || err == EPERM) {
+                let mut table = self.shared().table.lock();
+                for e in table.iter_mut().take(last + 1).skip(first) {
+                    if *e & PRESENT == 0 || (write && *e & WRITABLE == 0) {
+                        *e |= FAILED;
+                    }
+                }
+            }
+            return Err(err);
+        }
+        let mut added = 0u64;
+        // SAFETY: the mutex is held (above); the page list has an entry
+        // per page of the range, as the table does.
+        unsafe {
+            let list = (*odp).map.pfn_list;
+            let mut table = self.shared().table.lock();
+            for i in first..=last {
+                let hmm = *list.add(i);
+                let Some(e) = table.get_mut(i) else { break };
+                if hmm & b::hmm_pfn_flags_HMM_PFN_VALID == 0 {
+                    continue;
+                }
+                let pfn = hmm & !b::hmm_pfn_flags_HMM_PFN_FLAGS;
+                let w = if hmm & b::hmm_pfn_flags_HMM_PFN_WRITE != 0 {
+                    WRITABLE
+                } else {
+                    0
+                };
+                added += u64::from(*e & PRESENT == 0);
+                *e = (pfn << PFN_SHIFT) | PRESENT | w;
+            }
+            drop(table);
+            b::mutex_unlock(core::ptr::addr_of_mut!((*odp).umem_mutex));
+        }
+        if added != 0 {
+            self.shared().faulted.fetch_add(added, Ordering::Relaxed);
+            self.shared().events.faulted(added);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the table with its lock held: every access to the pages
+    /// happens inside, so an invalidation waits for it.
+    pub(crate) fn with_pages<R>(&self, f: impl FnOnce(&OdpPages<'_>) -> R) -> R {
+        let table = self.shared().table.lock();
+        f(&OdpPages {
+            table: &table,
+            first_off: self.first_off,
+        })
+    }
+}
+
+/// The table of an [`OdpUmem`], locked.
+pub(crate) struct OdpPages<'a> {
+    table: &'a KVVec<usize>,
+    first_off: u64,
+}
+
+impl OdpPages<'_> {
+    /// Where byte `off` of the range is: (page frame, offset in it, bytes
+    /// left in that page). `EAGAIN` if the page is not translated (or not
+    /// writable, for a write), `EFAULT` past the end.
+    pub(super) fn locate(&self, off: u64, write: bool) -> Result<(usize, usize, usize)> {
+        let abs =
+            usize::try_from(off.checked_add(self.first_off).ok_or(EFAULT)?).map_err(|_| EFAULT)?;
+        let e = *self.table.get(abs >> PAGE_SHIFT).ok_or(EFAULT)?;
+        let need = if write { PRESENT | WRITABLE } else { PRESENT };
+        if e & need != need {
+            return Err(if e & FAILED != 0 { EFAULT } else { EAGAIN });
+        }
+        let in_page = abs & (PAGE_SIZE - 1);
+        Ok((e >> PFN_SHIFT, in_page, PAGE_SIZE - in_page))
+    }
+}
+
+impl OdpUmem {
+    /// Copies `data` into the range from byte `off`; `EAGAIN` if a page is
+    /// not there (writable), and nothing is then written past it.
+    pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result {
+        self.with_pages(|p| super::umem::copy_in(|o| p.locate(o, true), off, data))
+    }
+
+    /// Copies from the range, from byte `off`, into `out`; `EAGAIN` if a
+    /// page is not there.
+    pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result {
+        self.with_pages(|p| super::umem::copy_out(|o| p.locate(o, false), off, out))
+    }
+
+    /// Whether every page of `[off, off + len)` is translated (writable
+    /// if `write`); `EAGAIN` if not.
+    pub(crate) fn probe(&self, off: u64, len: u64, write: bool) -> Result {
+        if len == 0 {
+            return Ok(());
+        }
+        let last = off.checked_add(len - 1).ok_or(EFAULT)?;
+        self.with_pages(|p| {
+            let mut o = off;
+            loop {
+                let (_, _, room) = p.locate(o, write)?;
+                match o.checked_add(room as u64) {
+                    Some(next) if next <= last => o = next,
+                    _ => return Ok(()),
+                }
+            }
+        })
+    }
+
+    /// An 8-byte atomic at byte `off`, as [`super::umem::Umem::atomic`].
+    pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
+        self.with_pages(|p| {
+            super::umem::word(
+                |o| p.locate(o, true),
+                off,
+                |w| super::umem::atomic_op(w, cas, cmp_add, swap),
+            )
+        })
+    }
+
+    /// Stores 8 bytes at byte `off` as one store.
+    pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
+        self.with_pages(|p| {
+            super::umem::word(
+                |o| p.locate(o, true),
+                off,
+                |w| w.store(value, core::sync::atomic::Ordering::SeqCst),
+            )
+        })
+    }
+}

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! On-demand paging, the driver's side. The data path meets an ODP page
+//! that is not translated in softirq, or under a QP's lock, where a fault
+//! (which sleeps) cannot be taken. It queues the fault here and backs off
+//! without completing anything, in the way its side of the wire allows:
+//!
+//! * the responder answers RNR NAK (IBTA 9.7.5.2.8). The requester waits
+//!   out the responder's RNR timer and sends again, once: the fault is
+//!   taken in between, so a miss costs one NAK, not a storm. A request that
+//!   keeps missing (its pages invalidated again each time) spends the
+//!   requester's RNR retry count and fails with RNR_RETRY_EXC_ERR: bounded,
+//!   as IBTA bounds any RNR wait. This is how ODP hardware answers a
+//!   responder page fault too.
+//! * the completer drops a response it cannot place: the requester's
+//!   retransmit timer resends the request, as after any loss.
+//! * the requester pauses the QP for a tick, as an RNR wait does, and
+//!   sends the WQE once the fault has run.
+//! * a datagram (UD) cannot be NAKed: its receive WQE is checked before it
+//!   is taken, and a miss sends the datagram to its QP's backlog, whose
+//!   drain takes the fault in process context and places it then
+//!   (`crate::recv`). UC has neither, and is not offered ODP.
+//!
+//! The faults run in the device's work item, in process context. A range
+//! with nothing mapped is marked failed, and the access that wanted it
+//! then fails as one outside the MR does: a remote access NAK, or a local
+//! protection error.
+//!
+//! `ibv_advise_mr` prefetches through the same faults, now or from the
+//! work item.
+
+#![deny(unsafe_code)]
+
+use crate::counters::inc;
+use crate::device::OxeDevice;
+use crate::ib::mr::Advice;
+use crate::ib::objects::PdId;
+use crate::mr::Mr;
+use crate::oxe_core::AccessOp;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// A range a data-path access found untranslated.
+pub(crate) struct Fault {
+    mr: Arc<Mr>,
+    iova: u64,
+    len: u64,
+    write: bool,
+    /// Fault pages in (false: take only what is mapped, for a
+    /// PREFETCH_NO_FAULT advice).
+    fault: bool,
+}
+
+/// Faults waiting for the device's work. Bounded: a request whose fault
+/// was not queued asks again when it is retried.
+const MAX_PENDING: usize = 64;
+
+impl OxeDevice {
+    /// Queues a fault of `[iova, iova + len)` of `mr` (for writing if
+    /// `write`) for the device's work. Any context.
+    pub(crate) fn fault_later(&self, mr: &Arc<Mr>, iova: u64, len: u64, write: bool) {
+        inc(&self.counters.odp_faults);
+        self.queue_fault(Fault {
+            mr: mr.clone(),
+            iova,
+            len,
+            write,
+            fault: true,
+        });
+    }
+
+    fn queue_fault(&self, f: Fault) {
+        {
+            let mut q = self.faults.lock();
+            let same = |p: &Fault| {
+                Arc::ptr_eq(&p.mr, &f.mr)
+                    && p.iova == f.iova
+                    && p.len == f.len
+                    && p.write == f.write
+            };
+            if q.iter().any(same) || q.len() >= MAX_PENDING || q.push(f, GFP_ATOMIC).is_err() {
+                return;
+            }
+        }
+        if let Some(w) = self.fault_work() {
+            w.queue();
+        }
+    }
+
+    /// Takes the queued faults; the device's work, process context.
+    pub(crate) fn run_faults(&self) {
+        loop {
+            // (Not `while let`: its scrutinee's guard would be held across
+            // the fault, which sleeps.)
+            let next = self.faults.lock().pop();
+            let Some(f) = next else { break };
+            // A range with nothing mapped is marked failed (crate::ib::odp),
+            // and the access that wanted it then fails as a bad address
+            // would; another failure leaves it untranslated, to try again.
+            let _ = f.mr.fault(f.iova, f.len, f.write, f.fault);
+        }
+    }
+
+    /// ibv_advise_mr on PD `pd`: each range names an ODP MR of the PD by
+    /// lkey, lies inside it, and a prefetch for writing needs LOCAL_WRITE.
+    /// Anything else is EINVAL, before anything is prefetched.
+    pub(crate) fn advise_mr(&self, pd: PdId, ranges: &[(u32, u64, u32)], advice: Advice) -> Result {
+        inc(&self.counters.odp_prefetch);
+        let mut mrs = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
+        for &(lkey, addr, len) in ranges {
+            let mr = self.keys.lookup(lkey).ok_or(EINVAL)?;
+            let op = if advice.write {
+                AccessOp::LocalWrite
+            } else {
+                AccessOp::LocalRead
+            };
+            mr.check_rights(pd, op).map_err(|_| EINVAL)?;
+            if !mr.is_odp() || !mr.contains(addr, len.into()) {
+                return Err(EINVAL);
+            }
+            mrs.push((mr, addr, u64::from(len)), GFP_KERNEL)?;
+        }
+        for (mr, addr, len) in mrs {
+            if advice.sync {
+                mr.fault(addr, len, advice.write, advice.fault)?;
+            } else {
+                self.queue_fault(Fault {
+                    mr,
+                    iova: addr,
+                    len,
+                    write: advice.write,
+                    fault: advice.fault,
+                });
+            }
+        }
+        Ok(())
+    }
+}
