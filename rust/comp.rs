@@ -362,7 +362,11 @@ impl Qp {
             _ => return,
         }
         if progress {
+            // Both retry counts start again with forward progress: they
+            // bound the retries of one request, not of the QP's life (an
+            // ODP responder's RNR NAK per fault would otherwise spend them).
             q.req.retries_left = q.attr.retry_cnt;
+            q.req.rnr_left = q.attr.rnr_retry;
             q.req.deadline = None;
             q.req.read_gap_retried = false;
             if q.req.rd_window != 0 {

@@ -182,7 +182,7 @@ impl Mr {
             pinned_writable: !odp && st.pages.writable(),
             key_index: Key::from_raw(self.lkey()).index(),
             access: st.access.bits(),
-            odp_present: clamp(present as u64),
+            odp_present: clamp(present),
             odp_faulted: clamp(faulted),
             odp_invalidated: clamp(invalidated),
         }

@@ -142,6 +142,10 @@ pub(crate) struct Resp {
     pub(crate) read: Option<ReadInProgress>,
     /// The RQ's consumer index (the kernel's, authoritative).
     pub(crate) rq_cons: u32,
+    /// The datagram being processed found its ODP receive buffer missing
+    /// (the faults are queued): `process` hands it back for another go
+    /// from process context (`crate::recv`). Set and taken under the lock.
+    pub(crate) odp_retry: bool,
 }
 
 /// What the responder keeps of a READ or an atomic it executed, so that a
@@ -257,10 +261,6 @@ pub(crate) struct Qp {
     /// work item is.
     pub(crate) backlog: SetOnce<RxQueue>,
     pub(crate) backlogged: AtomicU32,
-    /// A datagram found its receive buffer's ODP pages missing (the faults
-    /// are queued): whoever processed it gives it another go, from process
-    /// context (`crate::recv`).
-    pub(crate) odp_retry: AtomicBool,
     /// A READ is being answered (`Resp::read`): the packets that follow it
     /// wait in the backlog, whose drain sends the responses in bursts.
     pub(crate) reading: AtomicBool,
@@ -406,7 +406,6 @@ impl Qp {
                 txq,
                 req_txq,
                 backlogged: AtomicU32::new(0),
-                odp_retry: AtomicBool::new(false),
                 reading: AtomicBool::new(false),
                 qpn: AtomicU32::new(0),
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),

@@ -96,12 +96,9 @@ impl OxeDevice {
             if (ctx == Context::Softirq && qp.defers(&p)) || qp.reading.load(Ordering::Acquire) {
                 qp
             } else {
-                if self.accept(bytes, l4, &p) {
-                    qp.process(self, &p);
-                }
                 // A datagram whose ODP receive buffer was not there goes
                 // to the backlog, whose drain takes the fault and places it.
-                if !qp.odp_retry.swap(false, Ordering::AcqRel) {
+                if !(self.accept(bytes, l4, &p) && qp.process(self, &p)) {
                     return;
                 }
                 qp
@@ -194,7 +191,9 @@ impl Qp {
             || p.payload.len() >= STEER_MIN_PAYLOAD
     }
 
-    fn process(&self, drv: &OxeDevice, p: &Packet<'_>) {
+    /// Processes one packet; true for a datagram to try again once its
+    /// ODP faults have run (nothing of it was done).
+    fn process(&self, drv: &OxeDevice, p: &Packet<'_>) -> bool {
         // A packet of another transport than the QP's is invalid (IBTA
         // 9.6.1.5 C9-44): silently dropped.
         let ours = matches!(
@@ -205,7 +204,7 @@ impl Qp {
         );
         if !ours {
             crate::counters::inc(&drv.counters.rx_dropped);
-            return;
+            return false;
         }
         let mut q = self.lock();
         // A connected QP talks to one peer: a packet from anyone else, or
@@ -217,13 +216,14 @@ impl Qp {
         let connected = matches!(self.ty, QpType::Rc | QpType::Uc);
         if connected && !q.attr.av.is_some_and(|av| on_path(&av, p.ip)) {
             crate::counters::inc(&drv.counters.rx_wrong_path);
-            return;
+            return false;
         }
         if p.info.is_request() {
             self.on_request(drv, &mut q, p);
         } else {
             self.on_response(drv, &mut q, p);
         }
+        core::mem::take(&mut q.resp.odp_retry)
     }
 
     /// Processes backlogged packets (the backlog's drain); returns whether
@@ -243,14 +243,12 @@ impl Qp {
             };
             if let Some((bytes, l4)) = skb.bytes() {
                 if let Some(p) = parse(bytes, l4).filter(|p| drv.accept(bytes, l4, p)) {
-                    self.process(drv, &p);
                     // A datagram that found its ODP receive buffer missing:
                     // the faults are taken here, in process context, and
                     // it is placed then, or dropped if it misses again.
-                    if self.odp_retry.swap(false, Ordering::AcqRel) {
+                    if self.process(drv, &p) {
                         drv.run_faults();
-                        self.process(drv, &p);
-                        if self.odp_retry.swap(false, Ordering::AcqRel) {
+                        if self.process(drv, &p) {
                             crate::counters::inc(&drv.counters.rx_dropped);
                         }
                     }
@@ -277,8 +275,13 @@ impl OxeDevice {
     /// datagram of its own (state, UD opcode and Q_Key checked there).
     fn dispatch_multicast(&self, p: &Packet<'_>) {
         let delivered = p.info.is_request()
-            && gid::destination(p.ip)
-                .is_some_and(|mgid| self.mcast.for_each_member(&mgid, |qp| qp.process(self, p)));
+            && gid::destination(p.ip).is_some_and(|mgid| {
+                // A group member whose ODP buffer misses loses the datagram
+                // (its fault is queued for the next one).
+                self.mcast.for_each_member(&mgid, |qp| {
+                    qp.process(self, p);
+                })
+            });
         crate::counters::inc(if delivered {
             &self.counters.rx_packets
         } else {

@@ -827,7 +827,7 @@ impl Qp {
                 return;
             }
             Some(Err(e)) if e == kernel::error::code::EAGAIN => {
-                self.odp_retry.store(true, Ordering::Release);
+                q.resp.odp_retry = true;
                 return;
             }
             _ => return,

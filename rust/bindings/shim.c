@@ -102,6 +102,12 @@ void *oxe_shim_vmap_user(struct page **pages, unsigned int n)
 	return vmap(pages, n, VM_MAP | VM_USERMAP | VM_MAP_PUT_PAGES, PAGE_KERNEL);
 }
 
+/* An ODP page the device will write, dirty (pfn_to_page is a macro). */
+void oxe_shim_set_pfn_dirty(unsigned long pfn)
+{
+	set_page_dirty(pfn_to_page(pfn));
+}
+
 void *oxe_shim_kmap_local_pfn(unsigned long pfn)
 {
 	return kmap_local_pfn(pfn);

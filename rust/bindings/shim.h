@@ -34,6 +34,7 @@ size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned lon
 /* A pinned page (by pfn) mapped for the kernel, for copies and atomics. */
 void *oxe_shim_kmap_local_pfn(unsigned long pfn);
 void oxe_shim_kunmap_local(void *va);
+void oxe_shim_set_pfn_dirty(unsigned long pfn);
 /* Pages as one kernel mapping that remap_vmalloc_range() accepts. */
 void *oxe_shim_vmap_user(struct page **pages, unsigned int n);
 

@@ -27,7 +27,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, Mutex};
 
 /// What the owner of ODP memory learns about its pages: the invalidation
 /// callback and the fault hook of the driver, for its statistics.
@@ -56,10 +56,19 @@ pub(super) struct Shared {
     #[pin]
     table: SpinLockBh<KVVec<usize>>,
     events: Arc<dyn OdpEvents>,
-    /// This range's share of what `events` hears.
+    /// This range's share of what `events` hears, and the pages
+    /// translated now.
     faulted: AtomicU64,
     invalidated: AtomicU64,
+    present: AtomicU64,
+    /// Held by a fault from start to end (see `OdpUmem::fault`).
+    #[pin]
+    faulting: Mutex<()>,
 }
+
+/// A failed fault is searched page by page for the pages that cannot be
+/// had only up to this many pages.
+const REFINE_PAGES: u64 = 16;
 
 /// An ODP umem and the translation table in front of it.
 ///
@@ -140,6 +149,7 @@ unsafe extern "C" fn invalidate(
         };
         b::mutex_unlock(mutex);
         if let Some(shared) = shared.filter(|_| dropped != 0) {
+            shared.present.fetch_sub(dropped, Ordering::Relaxed);
             shared.invalidated.fetch_add(dropped, Ordering::Relaxed);
             shared.events.invalidated(dropped);
         }
@@ -172,6 +182,8 @@ impl OdpUmem {
                 events,
                 faulted: AtomicU64::new(0),
                 invalidated: AtomicU64::new(0),
+                present: AtomicU64::new(0),
+                faulting <- kernel::new_mutex!(()),
             }),
             GFP_KERNEL,
         )?;
@@ -253,13 +265,8 @@ impl OdpUmem {
     }
 
     /// Pages translated now.
-    pub(crate) fn present(&self) -> usize {
-        self.shared()
-            .table
-            .lock()
-            .iter()
-            .filter(|&&e| e & PRESENT != 0)
-            .count()
+    pub(crate) fn present(&self) -> u64 {
+        self.shared().present.load(Ordering::Relaxed)
     }
 
     /// Brings bytes `[off, off + len)` of the range in (writable if
@@ -274,6 +281,40 @@ impl OdpUmem {
         if len == 0 {
             return Ok(());
         }
+        // One fault of this range at a time: hmm writes the shared page
+        // list without a lock, and a walk that started before another one
+        // finished could leave an older page there.
+        let _one = self.shared().faulting.lock();
+        let r = self.fault_locked(off, end, write, fault);
+        let err = match r {
+            Err(e) if fault && (e == EFAULT || e == EPERM) => e,
+            r => return r,
+        };
+        // Nothing mapped there (EFAULT), or no write permission (EPERM):
+        // the pages that cannot be had are marked, one by one, so that
+        // their accesses fail instead of faulting again. A long range is
+        // not searched: it stays untranslated, to be tried again.
+        let first = (self.first_off + off) >> PAGE_SHIFT;
+        let last = (self.first_off + end - 1) >> PAGE_SHIFT;
+        if last - first < REFINE_PAGES {
+            for page in first..=last {
+                let lo = (page << PAGE_SHIFT).max(self.first_off + off) - self.first_off;
+                let hi = ((page + 1) << PAGE_SHIFT).min(self.first_off + end) - self.first_off;
+                if self.fault_locked(lo, hi, write, true).is_err() {
+                    let mut table = self.shared().table.lock();
+                    if let Some(e) = table.get_mut(page as usize) {
+                        if *e & PRESENT == 0 || (write && *e & WRITABLE == 0) {
+                            *e |= FAILED;
+                        }
+                    }
+                }
+            }
+        }
+        Err(err)
+    }
+
+    /// [`OdpUmem::fault`] of `[off, end)`, with `faulting` held.
+    fn fault_locked(&self, off: u64, end: u64, write: bool, fault: bool) -> Result {
         let va = self.base + self.first_off + off;
         let mask = if write {
             b::hmm_pfn_flags_HMM_PFN_WRITE as u64
@@ -285,23 +326,11 @@ impl OdpUmem {
         // On success the umem mutex is held, and the page list is valid
         // for the range until it is released.
         let ret = unsafe { b::ib_umem_odp_map_dma_and_lock(odp, va, end - off, mask, fault) };
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
         let first = ((self.first_off + off) >> PAGE_SHIFT) as usize;
         let last = ((self.first_off + end - 1) >> PAGE_SHIFT) as usize;
-        if ret < 0 {
-            // Only a fault that was asked for and found nothing to map
-            // (EFAULT), or no write permission (EPERM), marks the pages: a
-            // prefetch without faulting, or a busy retry, leaves them alone.
-            let err = Error::from_errno(ret);
-            if fault && (err == EFAULT || err == EPERM) {
-                let mut table = self.shared().table.lock();
-                for e in table.iter_mut().take(last + 1).skip(first) {
-                    if *e & PRESENT == 0 || (write && *e & WRITABLE == 0) {
-                        *e |= FAILED;
-                    }
-                }
-            }
-            return Err(err);
-        }
         let mut added = 0u64;
         // SAFETY: the mutex is held (above); the page list has an entry
         // per page of the range, as the table does.
@@ -324,11 +353,26 @@ impl OdpUmem {
                 *e = (pfn << PFN_SHIFT) | PRESENT | w;
             }
             drop(table);
+            // The device writes through the kernel's mapping, which leaves
+            // the process's page table entry as it was: a writable page is
+            // marked dirty now, or reclaim could drop what the device
+            // wrote (a MADV_FREE page, a clean page of a file). A later
+            // clean (writeback, MADV_FREE) invalidates the page first, so
+            // the device's next write faults and marks it again.
+            for i in first..=last {
+                let hmm = *list.add(i);
+                let want = b::hmm_pfn_flags_HMM_PFN_VALID | b::hmm_pfn_flags_HMM_PFN_WRITE;
+                if hmm & want == want {
+                    b::oxe_shim_set_pfn_dirty(hmm & !b::hmm_pfn_flags_HMM_PFN_FLAGS);
+                }
+            }
             b::mutex_unlock(core::ptr::addr_of_mut!((*odp).umem_mutex));
         }
         if added != 0 {
-            self.shared().faulted.fetch_add(added, Ordering::Relaxed);
-            self.shared().events.faulted(added);
+            let s = self.shared();
+            s.present.fetch_add(added, Ordering::Relaxed);
+            s.faulted.fetch_add(added, Ordering::Relaxed);
+            s.events.faulted(added);
         }
         Ok(())
     }
