@@ -15,7 +15,10 @@ import re
 import sys
 from pathlib import Path
 
-START = re.compile(r"^(\w+) \(([\w.]+)\)")
+# A test's own line: "test_name (module.Class.test_name)". The name starts
+# with "test" (unittest's prefix) and the id is dotted, so a docstring line
+# such as "ON_DEMAND (ODP) is ..." is not taken for one.
+START = re.compile(r"^(test\w*) \(([\w]+(?:\.[\w]+)+)\)")
 STATUS = re.compile(r"(?:^|\.\.\. )(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
 
 
