@@ -91,6 +91,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
     }
     let expected: BTreeSet<&str> = [
         "_verbs_init_and_alloc_context",
+        "ibv_cmd_advise_mr",
         "ibv_cmd_alloc_mw",
         "ibv_cmd_alloc_pd",
         "ibv_cmd_attach_mcast",

@@ -656,13 +656,13 @@ mod tests {
         let set = words.iter().filter(|&&w| w != 0).count();
         // Context, device and port: free_context, query_device_ex,
         // query_port. PDs and MRs: alloc_pd, dealloc_pd, reg_mr, rereg_mr,
-        // dereg_mr. Windows: alloc_mw, dealloc_mw, bind_mw. CQs: create_cq, create_cq_ex, poll_cq, req_notify_cq,
+        // dereg_mr, advise_mr. Windows: alloc_mw, dealloc_mw, bind_mw. CQs: create_cq, create_cq_ex, poll_cq, req_notify_cq,
         // destroy_cq, resize_cq. QPs: create_qp, create_qp_ex, modify_qp, query_qp,
         // destroy_qp, post_send, post_recv. SRQs: create_srq, modify_srq,
         // query_srq, destroy_srq, post_srq_recv. AHs: create_ah,
         // destroy_ah. Multicast: attach_mcast, detach_mcast. Everything
         // else must stay NULL so libibverbs answers it with EOPNOTSUPP.
-        assert_eq!(set, 33);
+        assert_eq!(set, 34);
         let ops = context_ops();
         for implemented in [
             ops.free_context.is_some(),
@@ -670,6 +670,7 @@ mod tests {
             ops.query_port.is_some(),
             ops.alloc_pd.is_some() && ops.dealloc_pd.is_some(),
             ops.reg_mr.is_some() && ops.rereg_mr.is_some() && ops.dereg_mr.is_some(),
+            ops.advise_mr.is_some(),
             ops.alloc_mw.is_some() && ops.dealloc_mw.is_some() && ops.bind_mw.is_some(),
             ops.create_cq.is_some() && ops.create_cq_ex.is_some(),
             ops.poll_cq.is_some() && ops.req_notify_cq.is_some() && ops.destroy_cq.is_some(),
