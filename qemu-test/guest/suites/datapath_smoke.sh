@@ -71,6 +71,9 @@ suite_datapath_smoke() { # dev
         "ibv_ud_pingpong -d $dev -g $g -n 20 127.0.0.1" 18515 || fails=$((fails + 1))
     pair srq_pingpong_loopback 120 "ibv_srq_pingpong -d $dev -g $g -n 20" \
         "ibv_srq_pingpong -d $dev -g $g -n 20 127.0.0.1" 18515 || fails=$((fails + 1))
+    # -o: the buffers are ODP MRs, faulted in as the messages touch them.
+    pair rc_pingpong_odp_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 20 -s 65536 -o" \
+        "ibv_rc_pingpong -d $dev -g $g -n 20 -s 65536 -o 127.0.0.1" 18515 || fails=$((fails + 1))
     pair rc_pingpong_big_loopback 120 "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536" \
         "ibv_rc_pingpong -d $dev -g $g -n 10 -s 65536 127.0.0.1" 18515 || fails=$((fails + 1))
     local before
