@@ -568,10 +568,7 @@ impl Qp {
             return None;
         }
         let w = wr::read_recv(rq, q.resp.rq_cons);
-        if w.as_ref().is_ok_and(|w| w.len < need) {
-            return Some(Err(EMSGSIZE));
-        }
-        if let Some(Err(e)) = w.as_ref().ok().map(&ready) {
+        if let Some(e) = w.as_ref().ok().and_then(|w| w.refusal(need, &ready)) {
             return Some(Err(e));
         }
         q.resp.rq_cons = q.resp.rq_cons.wrapping_add(1);

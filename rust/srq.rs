@@ -106,10 +106,7 @@ impl Srq {
             return None;
         }
         let w = wr::read_recv(ring, st.consumer);
-        if w.as_ref().is_ok_and(|w| w.len < need) {
-            return Some(Err(EMSGSIZE));
-        }
-        if let Some(Err(e)) = w.as_ref().ok().map(&ready) {
+        if let Some(e) = w.as_ref().ok().and_then(|w| w.refusal(need, &ready)) {
             return Some(Err(e));
         }
         st.consumer = st.consumer.wrapping_add(1);

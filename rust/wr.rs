@@ -83,6 +83,18 @@ pub(crate) struct RecvWr {
     pub(crate) len: u32,
 }
 
+impl RecvWr {
+    /// Why this WQE may not be taken for a message of `need` bytes: too
+    /// short (`EMSGSIZE`), or not `ready` (its ODP pages not there); the
+    /// RQ and SRQ then leave it in place.
+    pub(crate) fn refusal(&self, need: u32, ready: impl Fn(&RecvWr) -> Result) -> Option<Error> {
+        if self.len < need {
+            return Some(EMSGSIZE);
+        }
+        ready(self).err()
+    }
+}
+
 fn sges_from(bytes: &[u8], n: usize) -> Result<KVec<OxeSge>> {
     let mut v = KVec::with_capacity(n, GFP_ATOMIC)?;
     for chunk in bytes.chunks_exact(OxeSge::SIZE).take(n) {

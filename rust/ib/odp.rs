@@ -412,18 +412,6 @@ impl OdpPages<'_> {
 }
 
 impl OdpUmem {
-    /// Copies `data` into the range from byte `off`; `EAGAIN` if a page is
-    /// not there (writable), and nothing is then written past it.
-    pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result {
-        self.with_pages(|p| super::umem::copy_in(|o| p.locate(o, true), off, data))
-    }
-
-    /// Copies from the range, from byte `off`, into `out`; `EAGAIN` if a
-    /// page is not there.
-    pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result {
-        self.with_pages(|p| super::umem::copy_out(|o| p.locate(o, false), off, out))
-    }
-
     /// Whether every page of `[off, off + len)` is translated (writable
     /// if `write`); `EAGAIN` if not.
     pub(crate) fn probe(&self, off: u64, len: u64, write: bool) -> Result {
@@ -440,28 +428,6 @@ impl OdpUmem {
                     _ => return Ok(()),
                 }
             }
-        })
-    }
-
-    /// An 8-byte atomic at byte `off`, as [`super::umem::Umem::atomic`].
-    pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
-        self.with_pages(|p| {
-            super::umem::word(
-                |o| p.locate(o, true),
-                off,
-                |w| super::umem::atomic_op(w, cas, cmp_add, swap),
-            )
-        })
-    }
-
-    /// Stores 8 bytes at byte `off` as one store.
-    pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
-        self.with_pages(|p| {
-            super::umem::word(
-                |o| p.locate(o, true),
-                off,
-                |w| w.store(value, core::sync::atomic::Ordering::SeqCst),
-            )
         })
     }
 }

@@ -7,6 +7,11 @@ use crate::bindings as b;
 use core::ptr::NonNull;
 use kernel::prelude::*;
 
+/// Where a verb's udata sits in its uverbs call's attribute bundle (the
+/// `driver_udata`; rdma_udata_to_uverbs_attr_bundle() is a macro).
+const DRIVER_UDATA_AT: usize =
+    core::mem::offset_of!(b::uverbs_attr_bundle, __bindgen_anon_1.hdr.driver_udata);
+
 /// The response buffer of one uverbs call (may be absent for kernel callers).
 pub(crate) struct UData(*mut b::ib_udata);
 
@@ -29,9 +34,8 @@ impl UData {
         if attrs.is_null() {
             return UData(core::ptr::null_mut());
         }
-        let at = core::mem::offset_of!(b::uverbs_attr_bundle, __bindgen_anon_1.hdr.driver_udata);
         // SAFETY: inside the live bundle (the caller's contract).
-        UData(unsafe { attrs.cast::<u8>().add(at) }.cast())
+        UData(unsafe { attrs.cast::<u8>().add(DRIVER_UDATA_AT) }.cast())
     }
 
     /// Whether the call comes from user space with room for a reply of
@@ -46,13 +50,14 @@ impl UData {
         if self.0.is_null() {
             return None;
         }
-        // A verb's udata is the `driver_udata` of its uverbs call's attribute
-        // bundle (rdma_udata_to_uverbs_attr_bundle(), a macro).
-        let at = core::mem::offset_of!(b::uverbs_attr_bundle, __bindgen_anon_1.hdr.driver_udata);
         // SAFETY: a non-null udata of the current call (constructor
         // contract), so inside a live bundle.
         let ctx = unsafe {
-            let bundle = self.0.cast::<u8>().sub(at).cast::<b::uverbs_attr_bundle>();
+            let bundle = self
+                .0
+                .cast::<u8>()
+                .sub(DRIVER_UDATA_AT)
+                .cast::<b::uverbs_attr_bundle>();
             (*bundle).__bindgen_anon_1.hdr.context
         };
         NonNull::new(ctx).map(Uctx)

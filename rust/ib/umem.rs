@@ -6,7 +6,6 @@ use super::device::IbDev;
 use super::error::from_err_ptr;
 use crate::bindings as b;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
@@ -64,50 +63,22 @@ impl Umem {
     }
 
     /// Where byte `off` of the pinned range is: (page frame, offset in it,
-    /// bytes left in that page), or `None` past the end.
-    fn locate(&self, off: u64) -> Option<(usize, usize, usize)> {
-        let abs = usize::try_from(off).ok()?.checked_add(self.first_off)?;
+    /// bytes left in that page); EFAULT past the end (the caller has
+    /// checked the bounds).
+    pub(super) fn locate(&self, off: u64) -> Result<(usize, usize, usize)> {
+        let abs = usize::try_from(off)
+            .ok()
+            .and_then(|o| o.checked_add(self.first_off))
+            .ok_or(EFAULT)?;
         let page = abs >> kernel::page::PAGE_SHIFT;
         let in_page = abs & (kernel::page::PAGE_SIZE - 1);
-        let pfn = *self.pfns.get(page)?;
-        Some((pfn, in_page, kernel::page::PAGE_SIZE - in_page))
-    }
-
-    /// Copies `data` into the pinned pages from byte `off` of the range.
-    /// The caller has checked the bounds; a range past the end is EFAULT.
-    pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result {
-        copy_in(|o| self.locate(o).ok_or(EFAULT), off, data)
-    }
-
-    /// Copies from the pinned pages, from byte `off` of the range, into `out`.
-    pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result {
-        copy_out(|o| self.locate(o).ok_or(EFAULT), off, out)
-    }
-
-    /// An 8-byte atomic at byte `off` (8-byte aligned in the address space,
-    /// so within one page): compare-and-swap or fetch-and-add; returns the
-    /// original value.
-    pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
-        word(
-            |o| self.locate(o).ok_or(EFAULT),
-            off,
-            |w| atomic_op(w, cas, cmp_add, swap),
-        )
-    }
-
-    /// Stores the 8-byte `value` at byte `off` (8-byte aligned in the
-    /// address space, so within one page) as one store.
-    pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
-        word(
-            |o| self.locate(o).ok_or(EFAULT),
-            off,
-            |w| w.store(value, Ordering::SeqCst),
-        )
+        let pfn = *self.pfns.get(page).ok_or(EFAULT)?;
+        Ok((pfn, in_page, kernel::page::PAGE_SIZE - in_page))
     }
 
     fn get(&self) -> &b::ib_umem {
         // SAFETY: live until drop (UmemRef invariant).
-        unsafe { self.umem.0.as_ref() }
+        unsafe { &*self.umem.as_ptr() }
     }
 
     /// Whether the pages were pinned writable (FOLL_WRITE).
@@ -132,94 +103,8 @@ impl Umem {
     pub(crate) fn pfns(&self, skip: usize, out: &mut [usize]) -> usize {
         // SAFETY: the umem is live; `out` is valid for `out.len()` entries.
         unsafe {
-            b::oxe_shim_umem_pfns(
-                self.umem.0.as_ptr(),
-                skip,
-                out.as_mut_ptr().cast(),
-                out.len(),
-            )
+            b::oxe_shim_umem_pfns(self.umem.as_ptr(), skip, out.as_mut_ptr().cast(), out.len())
         }
-    }
-}
-
-// Every translation (pinned pages, an ODP table) answers "where is byte
-// `off`": (page frame, offset in it, bytes left in that page), or why not;
-// the copies below need no more.
-
-/// Copies `data` into memory from byte `off`, page by page.
-pub(super) fn copy_in(
-    locate: impl Fn(u64) -> Result<(usize, usize, usize)>,
-    mut off: u64,
-    mut data: &[u8],
-) -> Result {
-    while !data.is_empty() {
-        let (pfn, in_page, room) = locate(off)?;
-        let n = room.min(data.len());
-        let (now, rest) = data.split_at(n);
-        // SAFETY: a page of a live translation (`locate`'s answer, under
-        // whatever keeps it valid for the caller); the copy stays within it
-        // (`n <= room`), and `now` is `n` bytes of ours.
-        unsafe {
-            with_page(pfn, |va| {
-                core::ptr::copy_nonoverlapping(now.as_ptr(), va.add(in_page), n)
-            })
-        };
-        data = rest;
-        off += n as u64;
-    }
-    Ok(())
-}
-
-/// Copies from memory, from byte `off`, into `out`, page by page.
-pub(super) fn copy_out(
-    locate: impl Fn(u64) -> Result<(usize, usize, usize)>,
-    mut off: u64,
-    mut out: &mut [u8],
-) -> Result {
-    while !out.is_empty() {
-        let (pfn, in_page, room) = locate(off)?;
-        let n = room.min(out.len());
-        let (now, rest) = out.split_at_mut(n);
-        // SAFETY: as in `copy_in`; `now` is writable for `n` bytes.
-        unsafe {
-            with_page(pfn, |va| {
-                core::ptr::copy_nonoverlapping(va.add(in_page), now.as_mut_ptr(), n)
-            })
-        };
-        out = rest;
-        off += n as u64;
-    }
-    Ok(())
-}
-
-/// Runs `f` on the aligned 8-byte word at byte `off`, as the CPU's own
-/// atomic. IBTA asks that atomics be atomic against each other on the
-/// device (IB_ATOMIC_HCA); the CPU's locked instructions give that, and
-/// atomicity against the process's own atomics on the page as well.
-pub(super) fn word<R>(
-    locate: impl Fn(u64) -> Result<(usize, usize, usize)>,
-    off: u64,
-    f: impl FnOnce(&AtomicU64) -> R,
-) -> Result<R> {
-    let (pfn, in_page, room) = locate(off)?;
-    if room < 8 || in_page % 8 != 0 {
-        return Err(EINVAL);
-    }
-    // SAFETY: a page of a live translation (as in `copy_in`); the word lies
-    // within it and is aligned; it is user memory, which others change
-    // concurrently (the process, other packets), as the kernel's own
-    // atomics on user pages allow.
-    Ok(unsafe { with_page(pfn, |va| f(AtomicU64::from_ptr(va.add(in_page).cast()))) })
-}
-
-/// Compare-and-swap (`cas`) or fetch-and-add on `w`; the original value.
-pub(super) fn atomic_op(w: &AtomicU64, cas: bool, cmp_add: u64, swap: u64) -> u64 {
-    if cas {
-        match w.compare_exchange(cmp_add, swap, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(v) | Err(v) => v,
-        }
-    } else {
-        w.fetch_add(cmp_add, Ordering::SeqCst)
     }
 }
 
@@ -228,9 +113,11 @@ pub(super) fn atomic_op(w: &AtomicU64, cas: bool, cmp_add: u64, swap: u64) -> u6
 ///
 /// # Safety
 ///
-/// `pfn` is a page of a live pin.
+/// `pfn` is a page that stays the registration's for the call: one of a
+/// live pin, or an ODP table's entry read under the table's lock.
 pub(super) unsafe fn with_page<R>(pfn: usize, f: impl FnOnce(*mut u8) -> R) -> R {
-    // SAFETY: a pinned page (caller contract), mapped until the unmap below.
+    // SAFETY: a page held for the call (caller contract), mapped until
+    // the unmap below.
     let va = unsafe { b::oxe_shim_kmap_local_pfn(pfn as kernel::ffi::c_ulong) };
     let r = f(va.cast());
     // SAFETY: the mapping taken above, the last one this CPU took (`f`
@@ -288,6 +175,16 @@ impl<K: Send + 'static> UmemRef<K> {
     }
 }
 
+/// The `struct device` of the ib_device a umem belongs to.
+///
+/// # Safety
+///
+/// `umem` is a live umem.
+unsafe fn device_of(umem: *mut b::ib_umem) -> *mut b::device {
+    // SAFETY: a live umem's device is registered (caller contract).
+    unsafe { core::ptr::addr_of_mut!((*(*umem).ibdev).__bindgen_anon_1.dev).cast() }
+}
+
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
@@ -299,7 +196,7 @@ unsafe extern "C" fn run_release<K>(work: *mut b::work_struct) {
     // SAFETY: a live umem (the handle's, released here for it), on a
     // device `UmemRef::drop` took a reference to.
     unsafe {
-        let dev = core::ptr::addr_of_mut!((*(*umem).ibdev).__bindgen_anon_1.dev).cast();
+        let dev = device_of(umem);
         b::ib_umem_release(umem);
         b::put_device(dev);
     }
@@ -316,11 +213,7 @@ impl<K: Send + 'static> Drop for UmemRef<K> {
                 r.umem = umem;
                 // SAFETY: the umem and its device are live; the reference
                 // keeps the device until the release has run.
-                unsafe {
-                    b::get_device(
-                        core::ptr::addr_of_mut!((*(*umem).ibdev).__bindgen_anon_1.dev).cast(),
-                    )
-                };
+                unsafe { b::get_device(device_of(umem)) };
                 let work = r.work.get();
                 // SAFETY: INIT_WORK of the box's work, then queued on our
                 // unbound queue, drained at module exit; the box is the
