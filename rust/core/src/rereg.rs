@@ -144,6 +144,14 @@ pub const fn plan(
     } else {
         current.access
     };
+    // ON_DEMAND and HUGETLB say what the translation is (pinned pages or
+    // a watched range, and its page size), not what it allows: they change
+    // only with a new translation. The request is malformed otherwise
+    // (EINVAL), whatever the device supports.
+    let shape = Access::ON_DEMAND.bits() | Access::HUGETLB.bits();
+    if !flags.trans() && (new_access.bits() ^ current.access.bits()) & shape != 0 {
+        return Err(Errno::EINVAL);
+    }
     let pin_writable = new_access.needs_writable_pages();
     let repin = if flags.trans() {
         Some(RepinReason::NewTranslation)
@@ -175,6 +183,29 @@ mod tests {
             access,
             pinned_writable: false,
         }
+    }
+
+    #[test]
+    fn on_demand_and_hugetlb_change_only_with_a_translation() {
+        let odp = Access::LOCAL_WRITE.union(Access::ON_DEMAND);
+        let mask = MASK | Access::ON_DEMAND.bits() | Access::HUGETLB.bits();
+        let access = ReregFlags::from_raw(ReregFlags::ACCESS).unwrap();
+        let both = ReregFlags::from_raw(ReregFlags::ACCESS | ReregFlags::TRANS).unwrap();
+        let lw = Access::LOCAL_WRITE.bits();
+        // Toggling either way without TRANS is refused.
+        assert_eq!(plan(access, ro(odp), lw, mask), Err(Errno::EINVAL));
+        assert_eq!(
+            plan(access, ro(Access::LOCAL_WRITE), odp.bits(), mask),
+            Err(Errno::EINVAL)
+        );
+        let huge = odp.bits() | Access::HUGETLB.bits();
+        assert_eq!(plan(access, ro(odp), huge, mask), Err(Errno::EINVAL));
+        // With TRANS it is a new translation.
+        let p = plan(both, ro(odp), lw, mask).unwrap();
+        assert_eq!(p.repin, Some(RepinReason::NewTranslation));
+        // Keeping ON_DEMAND while changing rights is fine.
+        let more = odp.bits() | Access::REMOTE_READ.bits();
+        assert!(plan(access, ro(odp), more, mask).is_ok());
     }
 
     #[test]

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Implicit on-demand paging: one key for the whole address space of a
+//! process (`ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...)`).
+//!
+//! Nothing is known about the range at registration, and a table for all
+//! of it cannot exist. The MR is an implicit root umem (it holds the
+//! process's mm) and a set of children: explicit ODP ranges of
+//! [`CHILD_SIZE`] bytes, aligned, each with its own notifier and table
+//! ([`OdpUmem`]). A child is created by the first fault that needs it, in
+//! process context, and freed once the OS has taken all its pages back
+//! (by the next fault of the MR, which finds it empty). An access finds
+//! its children by address; one that is missing answers `EAGAIN`, as a
+//! missing page does, and the driver's fault creates it.
+//!
+//! The children are 2 MiB: a child costs a table and ib_core's page list
+//! (8 bytes per page each) and a notifier in the mm's interval tree, so
+//! small children keep what a scattered use of the address space costs
+//! close to what it touches. At most [`MAX_CHILDREN`] live at a time;
+//! past that, the children with no page present are freed first (a peer
+//! writing to unmapped addresses creates such children), and then faults
+//! fail with ENOMEM.
+
+use super::error::from_err_ptr;
+use super::lock::{new_spinlock_bh, SpinLockBh};
+use super::odp::{History, OdpEvents, OdpUmem};
+use super::umem::UmemRef;
+use crate::bindings as b;
+use core::ops::Range;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::mm::Mm;
+use kernel::prelude::*;
+use kernel::sync::aref::ARef;
+use kernel::sync::{Arc, Mutex};
+
+/// log2 of [`CHILD_SIZE`].
+const CHILD_SHIFT: u32 = 21;
+/// The address space is covered by children of this many bytes, aligned.
+pub(crate) const CHILD_SIZE: u64 = 1 << CHILD_SHIFT;
+/// Children alive at once: 16 GiB of address space in use.
+const MAX_CHILDREN: usize = 8192;
+
+/// What the children of one implicit MR heard, for the MR's statistics,
+/// passed on to the device's.
+struct Totals {
+    faulted: AtomicU64,
+    faults: AtomicU64,
+    invalidated: AtomicU64,
+    invalidations: AtomicU64,
+    up: Arc<dyn OdpEvents>,
+}
+
+impl OdpEvents for Totals {
+    fn invalidated(&self, pages: u64) {
+        self.invalidated.fetch_add(pages, Ordering::Relaxed);
+        self.invalidations.fetch_add(1, Ordering::Relaxed);
+        self.up.invalidated(pages);
+    }
+
+    fn faulted(&self, pages: u64) {
+        self.faulted.fetch_add(pages, Ordering::Relaxed);
+        self.faults.fetch_add(1, Ordering::Relaxed);
+        self.up.faulted(pages);
+    }
+}
+
+/// A child: the range `[index << CHILD_SHIFT, +CHILD_SIZE)`.
+struct Child {
+    index: u64,
+    odp: Arc<OdpUmem>,
+}
+
+#[pin_data]
+struct Inner {
+    /// The children, by index. Accesses (softirq) clone a child out and
+    /// use it without this lock.
+    #[pin]
+    children: SpinLockBh<KVec<Child>>,
+    /// Held while children are created or freed (process context).
+    #[pin]
+    growing: Mutex<()>,
+    totals: Arc<Totals>,
+}
+
+/// The memory of an implicit ODP MR.
+///
+/// # Invariants
+///
+/// `root` is the umem of an ib_umem_odp from `ib_umem_odp_alloc_implicit`,
+/// kept with a reference (mmgrab) on its process's mm.
+pub(crate) struct ImplicitOdp {
+    root: UmemRef<ARef<Mm>>,
+    inner: Pin<KBox<Inner>>,
+}
+
+// SAFETY: the root is only read (its mm and pid) by ib_core when a child
+// is created; the children are behind a lock.
+unsafe impl Send for ImplicitOdp {}
+// SAFETY: as above.
+unsafe impl Sync for ImplicitOdp {}
+
+impl ImplicitOdp {
+    /// The implicit MR's memory, for the calling process. `access` is the
+    /// MR's (IB access flags); `events` hears every child's faults and
+    /// invalidations.
+    pub(crate) fn new<D: super::driver::Driver>(
+        dev: super::device::IbDev<D>,
+        access: u32,
+        events: Arc<dyn OdpEvents>,
+    ) -> Result<Self> {
+        // ib_core's root only records the mm; children are made from it
+        // later, from the device's work, after the registering call has
+        // returned. The mm must still be there to be asked then (a child
+        // checks that the process lives), so the root keeps it.
+        let mm: ARef<Mm> = ARef::from(&**kernel::current!().mm().ok_or(EFAULT)?);
+        let get = || {
+            // SAFETY: a registered device (IbDev invariant), in the
+            // registering process's context; an ERR_PTR on failure.
+            let p = unsafe { b::ib_umem_odp_alloc_implicit(dev.as_ptr(), access as i32) };
+            match from_err_ptr(p) {
+                // SAFETY: a live ib_umem_odp; its umem is a field of it.
+                Ok(p) => unsafe { core::ptr::addr_of_mut!((*p).umem) },
+                Err(_) => p.cast(),
+            }
+        };
+        // INVARIANT: an implicit root, kept with its mm.
+        let root = UmemRef::get(get, mm)?;
+        let totals = Arc::new(
+            Totals {
+                faulted: AtomicU64::new(0),
+                faults: AtomicU64::new(0),
+                invalidated: AtomicU64::new(0),
+                invalidations: AtomicU64::new(0),
+                up: events,
+            },
+            GFP_KERNEL,
+        )?;
+        let inner = KBox::pin_init(
+            pin_init!(Inner {
+                children <- new_spinlock_bh!(KVec::new(), "oxe_implicit_children"),
+                growing <- kernel::new_mutex!(()),
+                totals,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(ImplicitOdp { root, inner })
+    }
+
+    /// The end of `[addr, addr + len)`. (An address the process cannot
+    /// map still gets a child, whose faults then fail: hmm finds no VMA.
+    /// The children cap and the reaping of empty children bound that.)
+    fn end_of(&self, addr: u64, len: u64) -> Result<u64> {
+        addr.checked_add(len).ok_or(EFAULT)
+    }
+
+    /// The child covering address `index << CHILD_SHIFT`, if there is one.
+    fn child(&self, index: u64) -> Option<Arc<OdpUmem>> {
+        let children = self.inner.children.lock();
+        let at = children.binary_search_by_key(&index, |c| c.index).ok()?;
+        Some(children[at].odp.clone())
+    }
+
+    /// Runs `f` on each child's share of `[addr, addr + len)`: the child,
+    /// the offset in it, and the bytes of the request it holds. A missing
+    /// child is `EAGAIN`, before anything of it runs.
+    pub(super) fn for_each_span(
+        &self,
+        addr: u64,
+        len: u64,
+        mut f: impl FnMut(&OdpUmem, u64, Range<usize>) -> Result,
+    ) -> Result {
+        let end = self.end_of(addr, len)?;
+        let mut at = addr;
+        while at < end {
+            let index = at >> CHILD_SHIFT;
+            let child_end = (index + 1).checked_shl(CHILD_SHIFT).unwrap_or(u64::MAX);
+            let upto = end.min(child_end);
+            let odp = self.child(index).ok_or(EAGAIN)?;
+            let from = usize::try_from(at - addr).map_err(|_| EFAULT)?;
+            let to = usize::try_from(upto - addr).map_err(|_| EFAULT)?;
+            f(&odp, at - (index << CHILD_SHIFT), from..to)?;
+            at = upto;
+        }
+        Ok(())
+    }
+
+    /// Whether every page of `[addr, addr + len)` is translated (writable
+    /// if `write`); `EAGAIN` if not.
+    pub(crate) fn probe(&self, addr: u64, len: u64, write: bool) -> Result {
+        self.for_each_span(addr, len, |odp, off, r| {
+            odp.probe(off, (r.end - r.start) as u64, write)
+        })
+    }
+
+    /// Brings `[addr, addr + len)` in (writable if `write`; only what is
+    /// mapped already without `fault`), creating the children it needs.
+    /// Sleeps: process context, any process.
+    pub(crate) fn fault(&self, addr: u64, len: u64, write: bool, fault: bool) -> Result {
+        let end = self.end_of(addr, len)?;
+        let mut at = addr;
+        while at < end {
+            let index = at >> CHILD_SHIFT;
+            let child_end = (index + 1).checked_shl(CHILD_SHIFT).unwrap_or(u64::MAX);
+            let upto = end.min(child_end);
+            let odp = match self.child(index) {
+                Some(odp) => odp,
+                None => self.create(index)?,
+            };
+            odp.fault(at - (index << CHILD_SHIFT), upto - at, write, fault)?;
+            at = upto;
+        }
+        Ok(())
+    }
+
+    /// Creates the child at `index` (or finds the one a concurrent fault
+    /// created), after freeing the children the OS emptied.
+    fn create(&self, index: u64) -> Result<Arc<OdpUmem>> {
+        let _grow = self.inner.growing.lock();
+        if let Some(odp) = self.child(index) {
+            return Ok(odp);
+        }
+        self.reap(false);
+        if self.inner.children.lock().len() >= MAX_CHILDREN {
+            self.reap(true);
+        }
+        if self.inner.children.lock().len() >= MAX_CHILDREN {
+            return Err(ENOMEM);
+        }
+        let addr = index.checked_shl(CHILD_SHIFT).ok_or(EFAULT)?;
+        let at = core::mem::offset_of!(b::ib_umem_odp, umem);
+        // SAFETY: the root is an implicit ib_umem_odp whose mm is grabbed
+        // (type invariant), live while `self` is.
+        let odp = unsafe {
+            let root = self.root.as_ptr().cast::<u8>().sub(at).cast();
+            let events: Arc<dyn OdpEvents> = self.inner.totals.clone();
+            OdpUmem::child(root, addr, CHILD_SIZE, events)?
+        };
+        let odp = Arc::new(odp, GFP_KERNEL)?;
+        // Only this function and `reap` change the set, both under
+        // `growing`: the length read here holds until the insert below,
+        // and a bigger vector is allocated outside the spinlock.
+        let (len, room) = {
+            let children = self.inner.children.lock();
+            (children.len(), children.capacity() > children.len())
+        };
+        let bigger = match room {
+            true => None,
+            false => Some(KVec::with_capacity((2 * len).max(16), GFP_KERNEL)?),
+        };
+        let mut children = self.inner.children.lock();
+        if let Some(mut v) = bigger {
+            for c in children.drain_all() {
+                v.push_within_capacity(c).map_err(|_| ENOMEM)?;
+            }
+            *children = v;
+        }
+        // (Not found: `growing` kept anyone else from inserting it.)
+        let (Ok(slot) | Err(slot)) = children.binary_search_by_key(&index, |c| c.index);
+        let child = Child {
+            index,
+            odp: odp.clone(),
+        };
+        children
+            .insert_within_capacity(slot, child)
+            .map_err(|_| ENOMEM)?;
+        Ok(odp)
+    }
+
+    /// Frees the children whose pages the OS has all taken back (with
+    /// `all`, every child with no page present, emptied or never filled).
+    /// With `growing` held.
+    fn reap(&self, all: bool) {
+        let len = self.inner.children.lock().len();
+        let Ok(mut gone) = KVec::with_capacity(len, GFP_KERNEL) else {
+            return;
+        };
+        self.inner.children.lock().retain(|c| {
+            let emptied = c.odp.present() == 0 && (all || c.odp.history().invalidated_pages != 0);
+            !(emptied && gone.push_within_capacity(c.odp.clone()).is_ok())
+        });
+        // Released here, outside the lock (a release sleeps), unless an
+        // access still holds one: then when it lets go.
+        drop(gone);
+    }
+
+    /// Pages translated now, in all the children.
+    pub(crate) fn present(&self) -> u64 {
+        let children = self.inner.children.lock();
+        children.iter().map(|c| c.odp.present()).sum()
+    }
+
+    /// What faults and invalidations did to the children since
+    /// registration (freed children included).
+    pub(crate) fn history(&self) -> History {
+        let t = &self.inner.totals;
+        History {
+            faulted_pages: t.faulted.load(Ordering::Relaxed),
+            faults: t.faults.load(Ordering::Relaxed),
+            invalidated_pages: t.invalidated.load(Ordering::Relaxed),
+            invalidations: t.invalidations.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Children alive, and the pages they cover.
+    pub(crate) fn children(&self) -> (usize, usize) {
+        let children = self.inner.children.lock();
+        let pages = children.iter().map(|c| c.odp.page_count()).sum();
+        (children.len(), pages)
+    }
+}
