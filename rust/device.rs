@@ -176,9 +176,12 @@ impl OxeDevice {
             // ATOMIC WRITE. Not FLUSH_PERSISTENT (see mr::SUPPORTED_ACCESS).
             | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64
             | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
-        // ODP on RC and UD, explicit MRs only (a UC receive has no way to
-        // back off from a fault: see crate::odp).
-        attr.odp_caps.general_caps = u64::from(b::ib_odp_general_cap_bits_IB_ODP_SUPPORT);
+        // ODP on RC and UD, explicit and implicit MRs (a UC receive has no
+        // way to back off from a fault: see crate::odp).
+        attr.odp_caps.general_caps = u64::from(
+            b::ib_odp_general_cap_bits_IB_ODP_SUPPORT
+                | b::ib_odp_general_cap_bits_IB_ODP_SUPPORT_IMPLICIT,
+        );
         attr.odp_caps.per_transport_caps.rc_odp_caps =
             b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
                 | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV

@@ -11,6 +11,7 @@ use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
 use crate::ib::device::IbDev;
 use crate::ib::error::from_core;
+use crate::ib::implicit_odp::ImplicitOdp;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::memory::Memory;
 use crate::ib::mr::{MrInfo, MrKeys, Rereg};
@@ -22,12 +23,15 @@ use crate::oxe_core::abi::OxeRegMrResp;
 use crate::oxe_core::key::Key;
 use crate::oxe_core::rereg::{self, ReregFlags};
 use crate::oxe_core::{Access, AccessOp, Range};
+use core::ffi::CStr;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-/// Access flags oxe implements for MRs. No ZERO_BASED yet, and no
+/// Access flags oxe implements for MRs. HUGETLB asks ODP to fault whole
+/// huge pages (pinned memory takes whatever pages back the range, and
+/// ignores it, as ib_umem_get does). No ZERO_BASED yet, and no
 /// FLUSH_PERSISTENT: oxe cannot make a range persistent (it would need
 /// persistent memory behind every page, which rdma_rxe checks page by page;
 /// oxe does not claim the capability at all). Asking for either is
@@ -39,7 +43,8 @@ pub(crate) const SUPPORTED_ACCESS: u32 = Access::LOCAL_WRITE.bits()
     | Access::REMOTE_ATOMIC.bits()
     | Access::MW_BIND.bits()
     | Access::FLUSH_GLOBAL.bits()
-    | Access::RELAXED_ORDERING.bits();
+    | Access::RELAXED_ORDERING.bits()
+    | Access::HUGETLB.bits();
 
 /// One memory region.
 #[pin_data]
@@ -56,6 +61,9 @@ pub(crate) struct Mr {
     /// Serializes reregs, which read the state, pin, then commit.
     #[pin]
     rereg: Mutex<()>,
+    /// What the driver did for the MR's ODP memory: faults the data path
+    /// deferred and how long they waited, prefetches.
+    pub(crate) faults: crate::odp::FaultStats,
 }
 
 struct MrState {
@@ -83,7 +91,8 @@ struct Pages {
 }
 
 impl Pages {
-    /// Pins `[start, start + len)`, or, for ON_DEMAND, watches it.
+    /// Pins `[start, start + len)`, or, for ON_DEMAND, watches it (all
+    /// of the address space for an implicit MR: [`implicit`]).
     fn get(
         dev: IbDev<OxeDevice>,
         counters: &Arc<Counters>,
@@ -93,9 +102,13 @@ impl Pages {
     ) -> Result<Self> {
         if access.contains(Access::ON_DEMAND) {
             let events: Arc<dyn crate::ib::odp::OdpEvents> = counters.clone();
-            let odp = OdpUmem::get(dev, start, len, access.bits(), events)?;
+            let mem = if implicit(start, len) {
+                Memory::Implicit(ImplicitOdp::new(dev, access.bits(), events)?)
+            } else {
+                Memory::Odp(OdpUmem::get(dev, start, len, access.bits(), events)?)
+            };
             return Ok(Pages {
-                mem: Arc::new(Memory::Odp(odp), GFP_KERNEL)?,
+                mem: Arc::new(mem, GFP_KERNEL)?,
                 npages: 0,
                 counters: counters.clone(),
             });
@@ -117,7 +130,7 @@ impl Pages {
     fn writable(&self) -> bool {
         match &*self.mem {
             Memory::Pinned(u) => u.writable(),
-            Memory::Odp(_) => true,
+            Memory::Odp(_) | Memory::Implicit(_) => true,
         }
     }
 }
@@ -168,24 +181,53 @@ impl Mr {
 
     pub(crate) fn info(&self) -> MrInfo {
         let st = self.state.lock();
-        let odp = st.pages.mem.odp().is_some();
-        let (present, (faulted, invalidated)) = st
-            .pages
-            .mem
-            .odp()
-            .map_or((0, (0, 0)), |o| (o.present(), o.history()));
+        let odp = st.pages.mem.odp_stats();
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         MrInfo {
             pages: u32::try_from(st.pages.mem.page_count()).unwrap_or(u32::MAX),
             page_size: PAGE_SIZE as u32,
-            pinned: !odp,
-            pinned_writable: !odp && st.pages.writable(),
+            pinned: odp.is_none(),
+            pinned_writable: odp.is_none() && st.pages.writable(),
             key_index: Key::from_raw(self.lkey()).index(),
             access: st.access.bits(),
-            odp_present: clamp(present),
-            odp_faulted: clamp(faulted),
-            odp_invalidated: clamp(invalidated),
+            odp: match &odp {
+                None => c"no",
+                Some(o) if o.implicit => c"implicit",
+                Some(_) => c"explicit",
+            },
+            odp_present: clamp(odp.as_ref().map_or(0, |o| o.present)),
+            odp_faulted: clamp(odp.as_ref().map_or(0, |o| o.history.faulted_pages)),
+            odp_invalidated: clamp(odp.as_ref().map_or(0, |o| o.history.invalidated_pages)),
         }
+    }
+
+    /// `rdma statistic mr`: the MR's ODP counters, each through `put`
+    /// (nothing for a pinned MR). The page counts start again at a rereg
+    /// that changes the memory; the driver's (faults deferred, their
+    /// wait, prefetches) run for the MR's life.
+    pub(crate) fn statistics(&self, put: &mut dyn FnMut(&CStr, u64) -> Result) -> Result {
+        let Some(o) = self.state.lock().pages.mem.odp_stats() else {
+            return Ok(());
+        };
+        let h = o.history;
+        let f = &self.faults;
+        let (avg_us, max_us) = f.wait_us();
+        let entries: [(&CStr, u64); 10] = [
+            (c"page_faults", h.faulted_pages),
+            (c"page_fault_events", h.faults),
+            (c"page_invalidations", h.invalidated_pages),
+            (c"page_invalidation_events", h.invalidations),
+            (c"page_prefetch", f.prefetches()),
+            (c"pages_present", o.present),
+            (c"faults_deferred", f.deferred()),
+            (c"faults_resolved", f.resolved()),
+            (c"fault_wait_avg_us", avg_us),
+            (c"fault_wait_max_us", max_us),
+        ];
+        for (name, value) in entries {
+            put(name, value)?;
+        }
+        Ok(())
     }
 }
 
@@ -269,7 +311,7 @@ impl Mr {
             }
             (st.pages.mem.clone(), iova - st.range.iova())
         };
-        mem.odp().ok_or(EINVAL)?.fault(off, len, write, fault)
+        mem.fault(off, len, write, fault)
     }
 
     /// Whether `[iova, iova + len)` lies inside the MR.
@@ -279,7 +321,7 @@ impl Mr {
 
     /// Whether the MR is an ODP one.
     pub(crate) fn is_odp(&self) -> bool {
-        self.state.lock().pages.mem.odp().is_some()
+        self.state.lock().pages.mem.odp_stats().is_some()
     }
 }
 
@@ -379,7 +421,8 @@ impl Mr {
             Memory::Odp(o) => {
                 // Faulted in and invalidated as the process and the
                 // device go: how many pages are translated right now.
-                let (faulted, invalidated) = o.history();
+                let h = o.history();
+                let (faulted, invalidated) = (h.faulted_pages, h.invalidated_pages);
                 return writeln!(
                     w,
                     "pages    {} x {} B, on demand, {} present \
@@ -387,6 +430,21 @@ impl Mr {
                     o.page_count(),
                     PAGE_SIZE,
                     o.present()
+                );
+            }
+            Memory::Implicit(i) => {
+                // The address space is watched in children, made by the
+                // faults that need them and freed when emptied.
+                let h = i.history();
+                let (faulted, invalidated) = (h.faulted_pages, h.invalidated_pages);
+                let (children, pages) = i.children();
+                return writeln!(
+                    w,
+                    "pages    implicit on demand: {children} children of {} B \
+                     ({pages} pages watched), {} present \
+                     ({faulted} faulted in, {invalidated} invalidated so far)",
+                    crate::ib::implicit_odp::CHILD_SIZE,
+                    i.present()
                 );
             }
         };
@@ -432,6 +490,22 @@ fn translation(start: u64, iova: u64, length: u64) -> Result<Range> {
     Range::new(iova, length).map_err(from_core)
 }
 
+/// Whether `[start, start + len)` asks for the whole address space: an
+/// implicit ODP MR, when ON_DEMAND is asked for too.
+fn implicit(start: u64, len: u64) -> bool {
+    start == 0 && len == u64::MAX
+}
+
+/// An implicit MR names addresses as they are: its iova is 0 (as mlx5
+/// asks), and it is ODP (the whole address space cannot be pinned;
+/// `ib_umem_get` would refuse it anyway, as EINVAL too).
+fn check_implicit(start: u64, len: u64, iova: u64, access: Access) -> Result {
+    if implicit(start, len) && (iova != 0 || !access.contains(Access::ON_DEMAND)) {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 /// ibv_reg_mr / ibv_reg_mr_iova: pin `[start, start+length)` and name it
 /// `[iova, iova+length)` for the device.
 pub(crate) fn reg_user(
@@ -444,10 +518,7 @@ pub(crate) fn reg_user(
     access: u32,
 ) -> Result<(Arc<Mr>, MrKeys)> {
     let access = Access::validate_for_mr(access, SUPPORTED_ACCESS).map_err(from_core)?;
-    // Implicit ODP (the whole address space) is not there yet.
-    if access.contains(Access::ON_DEMAND) && start == 0 && length == u64::MAX {
-        return Err(EOPNOTSUPP);
-    }
+    check_implicit(start, length, iova, access)?;
     let range = translation(start, iova, length)?;
     limits::admit(&drv.counters, Kind::Mr)?;
     reg_admitted(drv, dev, pd, start, length, range, access)
@@ -478,6 +549,7 @@ fn reg_admitted(
                 revoked: false,
             }),
             rereg <- kernel::new_mutex!(()),
+            faults: crate::odp::FaultStats::default(),
         }),
         GFP_KERNEL,
     )?;
@@ -519,6 +591,7 @@ pub(crate) fn rereg_user(
     };
     let plan = rereg::plan(flags, current, req.access, SUPPORTED_ACCESS).map_err(from_core)?;
     let (start, range) = if flags.trans() {
+        check_implicit(req.start, req.length, req.iova, plan.new_access)?;
         (req.start, translation(req.start, req.iova, req.length)?)
     } else {
         (old_start, old_range)
@@ -526,10 +599,9 @@ pub(crate) fn rereg_user(
     // A new translation, or write rights over pages pinned read-only, needs a
     // new pin: reusing a read-only pin for write access would let the device
     // write into pages the process could only read (the 2026 upstream fix).
-    // Switching between pinned and on-demand pages changes the memory too.
-    let odp_switch =
-        current.access.contains(Access::ON_DEMAND) != plan.new_access.contains(Access::ON_DEMAND);
-    let new_pages = match plan.repin.is_some() || odp_switch {
+    // (Switching between pinned and on-demand pages needs a new
+    // translation: `rereg::plan`.)
+    let new_pages = match plan.repin.is_some() {
         true => Some(Pages::get(
             dev,
             &drv.counters,

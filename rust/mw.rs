@@ -93,7 +93,7 @@ pub(crate) struct Refused;
 /// Rights a window may carry. LOCAL_WRITE and MW_BIND mean nothing for a
 /// window but are accepted, as rdma_rxe accepts them and pyverbs passes
 /// them; ZERO_BASED selects the addressing.
-const WINDOW_ACCESS: u32 = SUPPORTED_ACCESS | Access::ZERO_BASED.bits();
+const WINDOW_ACCESS: u32 = (SUPPORTED_ACCESS & !Access::HUGETLB.bits()) | Access::ZERO_BASED.bits();
 
 impl Mw {
     pub(crate) fn rkey(&self) -> u32 {

@@ -37,8 +37,55 @@ use crate::ib::mr::Advice;
 use crate::ib::objects::PdId;
 use crate::mr::Mr;
 use crate::oxe_core::AccessOp;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::time::{Instant, Monotonic};
+
+/// One MR's share of the faults: what `rdma statistic mr` shows beside
+/// the memory's own page counts.
+#[derive(Default)]
+pub(crate) struct FaultStats {
+    /// Misses of the data path queued for the device's work.
+    deferred: AtomicU64,
+    /// Of those, the ones the work has run, and how long they waited
+    /// from the miss to the end of their fault, in all and at most (ns).
+    resolved: AtomicU64,
+    waited_ns: AtomicU64,
+    waited_max_ns: AtomicU64,
+    /// Ranges ibv_advise_mr asked for.
+    prefetches: AtomicU64,
+}
+
+impl FaultStats {
+    pub(crate) fn deferred(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn resolved(&self) -> u64 {
+        self.resolved.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn prefetches(&self) -> u64 {
+        self.prefetches.load(Ordering::Relaxed)
+    }
+
+    /// The wait of a deferred fault, on average and at most, in µs.
+    pub(crate) fn wait_us(&self) -> (u64, u64) {
+        let n = self.resolved().max(1);
+        (
+            self.waited_ns.load(Ordering::Relaxed) / n / 1000,
+            self.waited_max_ns.load(Ordering::Relaxed) / 1000,
+        )
+    }
+
+    fn waited(&self, since: Instant<Monotonic>) {
+        let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(0);
+        self.resolved.fetch_add(1, Ordering::Relaxed);
+        self.waited_ns.fetch_add(ns, Ordering::Relaxed);
+        self.waited_max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+}
 
 /// A range a data-path access found untranslated.
 pub(crate) struct Fault {
@@ -49,6 +96,8 @@ pub(crate) struct Fault {
     /// Fault pages in (false: take only what is mapped, for a
     /// PREFETCH_NO_FAULT advice).
     fault: bool,
+    /// When the data path missed (none for a prefetch).
+    missed: Option<Instant<Monotonic>>,
 }
 
 /// Faults waiting for the device's work. Bounded: a request whose fault
@@ -60,12 +109,14 @@ impl OxeDevice {
     /// `write`) for the device's work. Any context.
     pub(crate) fn fault_later(&self, mr: &Arc<Mr>, iova: u64, len: u64, write: bool) {
         inc(&self.counters.odp_faults);
+        mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
         self.queue_fault(Fault {
             mr: mr.clone(),
             iova,
             len,
             write,
             fault: true,
+            missed: Some(Instant::now()),
         });
     }
 
@@ -98,6 +149,9 @@ impl OxeDevice {
             // and the access that wanted it then fails as a bad address
             // would; another failure leaves it untranslated, to try again.
             let _ = f.mr.fault(f.iova, f.len, f.write, f.fault);
+            if let Some(t) = f.missed {
+                f.mr.faults.waited(t);
+            }
         }
     }
 
@@ -121,6 +175,7 @@ impl OxeDevice {
             mrs.push((mr, addr, u64::from(len)), GFP_KERNEL)?;
         }
         for (mr, addr, len) in mrs {
+            mr.faults.prefetches.fetch_add(1, Ordering::Relaxed);
             if advice.sync {
                 mr.fault(addr, len, advice.write, advice.fault)?;
             } else {
@@ -130,6 +185,7 @@ impl OxeDevice {
                     len,
                     write: advice.write,
                     fault: advice.fault,
+                    missed: None,
                 });
             }
         }

@@ -407,6 +407,10 @@ impl MrOps<OxeDevice> for Mr {
     fn info(&self) -> MrInfo {
         Mr::info(self)
     }
+
+    fn statistics(&self, put: &mut dyn FnMut(&core::ffi::CStr, u64) -> Result) -> Result {
+        Mr::statistics(self, put)
+    }
 }
 
 impl Describe for Mr {

@@ -93,8 +93,15 @@ dp)
     net_setup
     rdma link add oxe0 type oxe netdev veth0
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
-    (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
-    tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
+    # In a suite of its own, so that its dmesg is checked too.
+    dp_tests() {
+        echo 16 >/proc/sys/vm/nr_hugepages
+        (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
+        local rc=$?
+        tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
+        return $rc
+    }
+    run_suite dp_rdma_core dp_tests
     cat /sys/kernel/debug/oxe/oxe0/gids >"$OXE_RESULTS/logs/gids.txt" 2>&1
     ;;
 hostile)

@@ -192,6 +192,9 @@ pub(crate) trait MrOps<D: Driver>: Describe + Sized {
     fn dereg(drv: &D, mr: &Arc<Self>) -> Result;
     /// Its internals, for `rdma resource show mr -dd`.
     fn info(&self) -> MrInfo;
+    /// Its counters, for `rdma statistic mr`: each through `put`, which
+    /// fails when the message is full.
+    fn statistics(&self, put: &mut dyn FnMut(&core::ffi::CStr, u64) -> Result) -> Result;
 }
 
 /// A memory window.

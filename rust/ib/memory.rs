@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The memory behind an MR, as the data path sees it: pinned pages, or an
-//! on-demand paging range. Both answer the same copies and atomics; an ODP
-//! range may answer `EAGAIN` (a page is not translated now), which the
-//! driver turns into a fault taken in process context.
+//! The memory behind an MR, as the data path sees it: pinned pages, an
+//! on-demand paging range, or an implicit ODP MR's children. All answer
+//! the same copies and atomics; ODP memory may answer `EAGAIN` (a page is
+//! not translated now), which the driver turns into a fault taken in
+//! process context.
 
-use super::odp::OdpUmem;
+use super::implicit_odp::ImplicitOdp;
+use super::odp::{History, OdpUmem};
 use super::umem::Umem;
+use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
@@ -14,6 +17,8 @@ use kernel::prelude::*;
 pub(crate) enum Memory {
     Pinned(Umem),
     Odp(OdpUmem),
+    /// The whole address space; offsets are addresses.
+    Implicit(ImplicitOdp),
 }
 
 /// Where byte `off` of a registered range is: (page frame, offset in it,
@@ -21,38 +26,76 @@ pub(crate) enum Memory {
 /// both answer it, and the copies below need no more.
 type Locate<'a> = dyn Fn(u64) -> Result<(usize, usize, usize)> + 'a;
 
+/// What runs on each part of an access that one translation holds: its
+/// [`Locate`], the offset of the part there, and which bytes of the
+/// access it is.
+type Span<'a> = dyn FnMut(&Locate<'_>, u64, Range<usize>) -> Result + 'a;
+
+/// The ODP statistics of an MR's memory.
+pub(crate) struct OdpStats {
+    pub(crate) implicit: bool,
+    /// Pages translated now.
+    pub(crate) present: u64,
+    pub(crate) history: History,
+}
+
 impl Memory {
-    /// Runs `f` with this memory's [`Locate`] (for a write if `write`),
-    /// under what keeps its answers valid: the pin, or an ODP table's lock
-    /// (an invalidation then waits for the copy). An ODP page that is not
-    /// there (writable) answers `EAGAIN`, and nothing is copied past it.
-    fn with_locate<R>(&self, write: bool, f: impl FnOnce(&Locate<'_>) -> Result<R>) -> Result<R> {
+    /// Runs `f` on the parts of bytes `[off, off + len)` (for a write if
+    /// `write`), each under what keeps its translation valid: the pin, or
+    /// an ODP table's lock (an invalidation then waits for the copy). A
+    /// pinned or explicit ODP range is one part; an implicit MR has a part
+    /// per child. An ODP page (or child) that is not there (writable)
+    /// answers `EAGAIN`, and nothing is copied past it.
+    fn spans(&self, off: u64, len: usize, write: bool, f: &mut Span<'_>) -> Result {
         match self {
-            Memory::Pinned(u) => f(&|o| u.locate(o)),
-            Memory::Odp(o) => o.with_pages(|p| f(&|off| p.locate(off, write))),
+            Memory::Pinned(u) => f(&|o| u.locate(o), off, 0..len),
+            Memory::Odp(o) => o.with_pages(|p| f(&|x| p.locate(x, write), off, 0..len)),
+            Memory::Implicit(i) => i.for_each_span(off, len as u64, |child, at, r| {
+                child.with_pages(|p| f(&|x| p.locate(x, write), at, r))
+            }),
         }
     }
 
     /// Copies `data` in from byte `off` of the registered range.
     pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result {
-        self.with_locate(true, |l| copy_in(l, off, data))
+        self.spans(off, data.len(), true, &mut |l, at, r| {
+            copy_in(l, at, &data[r])
+        })
     }
 
     /// Copies out from byte `off` of the registered range.
     pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result {
-        self.with_locate(false, |l| copy_out(l, off, out))
+        self.spans(off, out.len(), false, &mut |l, at, r| {
+            copy_out(l, at, &mut out[r])
+        })
     }
 
-    /// An 8-byte compare-and-swap or fetch-and-add at byte `off` (8-byte
-    /// aligned in the address space, so within one page); the original
-    /// value.
+    /// Runs `f` on the 8-byte word at byte `off` (8-byte aligned in the
+    /// address space, so within one page and one part).
+    fn on_word(&self, off: u64, f: impl FnOnce(&AtomicU64) -> u64) -> Result<u64> {
+        let mut f = Some(f);
+        let mut old = 0;
+        self.spans(off, 8, true, &mut |l, at, _| {
+            let f = f.take().ok_or(EINVAL)?;
+            old = word(l, at, f)?;
+            Ok(())
+        })?;
+        Ok(old)
+    }
+
+    /// An 8-byte compare-and-swap or fetch-and-add at byte `off`; the
+    /// original value.
     pub(crate) fn atomic(&self, off: u64, cas: bool, cmp_add: u64, swap: u64) -> Result<u64> {
-        self.with_locate(true, |l| word(l, off, |w| atomic_op(w, cas, cmp_add, swap)))
+        self.on_word(off, |w| atomic_op(w, cas, cmp_add, swap))
     }
 
     /// An 8-byte single store at byte `off`.
     pub(crate) fn atomic_store(&self, off: u64, value: u64) -> Result {
-        self.with_locate(true, |l| word(l, off, |w| w.store(value, Ordering::SeqCst)))
+        self.on_word(off, |w| {
+            w.store(value, Ordering::SeqCst);
+            0
+        })
+        .map(|_| ())
     }
 
     /// Whether `[off, off + len)` is translated now (for writing if
@@ -62,22 +105,42 @@ impl Memory {
         match self {
             Memory::Pinned(_) => Ok(()),
             Memory::Odp(o) => o.probe(off, len, write),
+            Memory::Implicit(i) => i.probe(off, len, write),
         }
     }
 
-    /// The ODP range, if this is one.
-    pub(crate) fn odp(&self) -> Option<&OdpUmem> {
+    /// Brings `[off, off + len)` of ODP memory in (writable if `write`;
+    /// with `fault` false only what is mapped already). Sleeps: process
+    /// context. EINVAL for pinned memory.
+    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, fault: bool) -> Result {
         match self {
-            Memory::Pinned(_) => None,
-            Memory::Odp(o) => Some(o),
+            Memory::Pinned(_) => Err(EINVAL),
+            Memory::Odp(o) => o.fault(off, len, write, fault),
+            Memory::Implicit(i) => i.fault(off, len, write, fault),
         }
     }
 
-    /// PAGE_SIZE pages the registration spans.
+    /// The ODP statistics, if this is ODP memory.
+    pub(crate) fn odp_stats(&self) -> Option<OdpStats> {
+        let (implicit, present, history) = match self {
+            Memory::Pinned(_) => return None,
+            Memory::Odp(o) => (false, o.present(), o.history()),
+            Memory::Implicit(i) => (true, i.present(), i.history()),
+        };
+        Some(OdpStats {
+            implicit,
+            present,
+            history,
+        })
+    }
+
+    /// PAGE_SIZE pages the memory spans now (for an implicit MR, the
+    /// pages its children cover).
     pub(crate) fn page_count(&self) -> usize {
         match self {
             Memory::Pinned(u) => u.page_count(),
             Memory::Odp(o) => o.page_count(),
+            Memory::Implicit(i) => i.children().1,
         }
     }
 }
@@ -124,7 +187,7 @@ fn copy_out(locate: &Locate<'_>, mut off: u64, mut out: &mut [u8]) -> Result {
 /// atomic. IBTA asks that atomics be atomic against each other on the
 /// device (IB_ATOMIC_HCA); the CPU's locked instructions give that, and
 /// atomicity against the process's own atomics on the page as well.
-fn word<R>(locate: &Locate<'_>, off: u64, f: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
+fn word(locate: &Locate<'_>, off: u64, f: impl FnOnce(&AtomicU64) -> u64) -> Result<u64> {
     let (pfn, in_page, room) = locate(off)?;
     if room < 8 || in_page % 8 != 0 {
         return Err(EINVAL);

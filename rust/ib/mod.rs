@@ -20,6 +20,7 @@ pub(crate) mod debugfs;
 pub(crate) mod device;
 pub(crate) mod driver;
 pub(crate) mod error;
+pub(crate) mod implicit_odp;
 pub(crate) mod kmem;
 pub(crate) mod link;
 pub(crate) mod lock;

@@ -68,6 +68,8 @@ pub(crate) struct MrInfo {
     pub(crate) odp_present: u32,
     pub(crate) odp_faulted: u32,
     pub(crate) odp_invalidated: u32,
+    /// "no", "explicit" (a range) or "implicit" (the address space).
+    pub(crate) odp: &'static core::ffi::CStr,
 }
 
 /// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
@@ -311,8 +313,47 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_char_ptr(), info.access) } != 0 {
         return EMSGSIZE.to_errno();
     }
+    // SAFETY: as above; the value is a static NUL-terminated string too.
+    if unsafe { b::rdma_nl_put_driver_string(msg, c"odp".as_char_ptr(), info.odp.as_char_ptr()) }
+        != 0
+    {
+        return EMSGSIZE.to_errno();
+    }
     nest.end();
     0
+}
+
+/// `rdma statistic mr`: the MR's counters, as hw counter entries.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn fill_stat_mr_entry<D: Driver>(
+    msg: *mut b::sk_buff,
+    ibmr: *mut b::ib_mr,
+) -> c_int {
+    // SAFETY: an MR this driver allocated, alive while restrack reports it.
+    let mr = unsafe { get::<D::Mr>(ibmr) };
+    // SAFETY: `msg` is the netlink message under construction.
+    let Some(nest) =
+        (unsafe { Nest::start(msg, b::rdma_nldev_attr_RDMA_NLDEV_ATTR_STAT_HWCOUNTERS) })
+    else {
+        return EMSGSIZE.to_errno();
+    };
+    let r = mr.statistics(&mut |name, value| {
+        // SAFETY: a live message and a NUL-terminated name.
+        match unsafe { b::rdma_nl_stat_hwcounter_entry(msg, name.as_char_ptr(), value) } {
+            0 => Ok(()),
+            _ => Err(EMSGSIZE),
+        }
+    });
+    match r {
+        Ok(()) => {
+            nest.end();
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// A nested netlink attribute being filled, cancelled (the message cut

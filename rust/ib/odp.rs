@@ -40,14 +40,47 @@ pub(crate) trait OdpEvents: Send + Sync + 'static {
     fn faulted(&self, pages: u64);
 }
 
+/// What faults and invalidations did to ODP memory since registration.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct History {
+    /// Pages faults brought in, and the faults that brought any.
+    pub(crate) faulted_pages: u64,
+    pub(crate) faults: u64,
+    /// Pages invalidations took away, and the invalidations that took any.
+    pub(crate) invalidated_pages: u64,
+    pub(crate) invalidations: u64,
+}
+
 /// A table entry: the page frame number shifted up, and these flags.
 const PRESENT: usize = 1;
 const WRITABLE: usize = 2;
-/// Not present, and a fault of it failed (the address is not mapped, or
-/// not writable): accesses fail (EFAULT) instead of asking for the fault
-/// again, until an invalidation or a prefetch of the page clears it.
+/// A fault of the page failed (the address is not mapped, or not
+/// writable): accesses fail (EFAULT) instead of asking for the fault
+/// again. On a page that is not present, for [`FAILED_FOR_US`] after the
+/// failure: the entry keeps its time (jiffies) where a page frame number
+/// would be. On a present read-only page, until the mapping changes.
 const FAILED: usize = 4;
 const PFN_SHIFT: u32 = 3;
+
+/// How long a failed fault's answer stands. It must outlast the longest
+/// wait between the NAK that queued the fault and the retry that meets
+/// its answer (the largest RNR timer, 655 ms, plus slack for a slow
+/// kernel), so that the retry fails instead of faulting again forever.
+/// Past it, the page is tried again: the process may have mapped
+/// something there since, which no notifier reports.
+const FAILED_FOR_US: u64 = 2_000_000;
+
+/// A failed entry, stamped now.
+fn failed_now() -> usize {
+    ((super::work::jiffies() as usize) << PFN_SHIFT) | FAILED
+}
+
+/// Whether the failure recorded in `e` still stands.
+fn failure_stands(e: usize) -> bool {
+    let now = (super::work::jiffies() as usize) << PFN_SHIFT;
+    let age = now.wrapping_sub(e & !((1 << PFN_SHIFT) - 1)) >> PFN_SHIFT;
+    (age as u64) < super::work::usecs_to_jiffies(FAILED_FOR_US)
+}
 
 /// What the notifier reaches through the umem's `private` pointer.
 #[pin_data]
@@ -59,7 +92,9 @@ pub(super) struct Shared {
     /// This range's share of what `events` hears, and the pages
     /// translated now.
     faulted: AtomicU64,
+    faults: AtomicU64,
     invalidated: AtomicU64,
+    invalidations: AtomicU64,
     present: AtomicU64,
     /// Held by a fault from start to end (see `OdpUmem::fault`).
     #[pin]
@@ -79,9 +114,10 @@ const REFINE_PAGES: u64 = 16;
 pub(crate) struct OdpUmem {
     umem: UmemRef<Pin<KBox<Shared>>>,
     shared: NonNull<Shared>,
-    /// The page-aligned start of the range, in the process's address space.
+    /// The start of the watched range in the process's address space:
+    /// the registered start's page, or its huge page for HUGETLB.
     base: u64,
-    /// The offset of the registered start in its first page.
+    /// The offset of the registered start from `base`.
     first_off: u64,
     /// The registered length.
     len: u64,
@@ -151,16 +187,28 @@ unsafe extern "C" fn invalidate(
         if let Some(shared) = shared.filter(|_| dropped != 0) {
             shared.present.fetch_sub(dropped, Ordering::Relaxed);
             shared.invalidated.fetch_add(dropped, Ordering::Relaxed);
+            shared.invalidations.fetch_add(1, Ordering::Relaxed);
             shared.events.invalidated(dropped);
         }
     }
     true
 }
 
+/// The umem inside an ib_umem_odp, or the ERR_PTR as it came.
+fn umem_of(p: *mut b::ib_umem_odp) -> *mut b::ib_umem {
+    match from_err_ptr(p) {
+        // SAFETY: a live ib_umem_odp; its umem is a field of it.
+        Ok(p) => unsafe { core::ptr::addr_of_mut!((*p).umem) },
+        Err(_) => p.cast(),
+    }
+}
+
 impl OdpUmem {
     /// Watches `[addr, addr + len)` of the calling process for driver
     /// `D`'s device, with nothing faulted in yet. `access` is the MR's (IB
-    /// access flags, ON_DEMAND among them).
+    /// access flags, ON_DEMAND among them; with HUGETLB, ib_core faults
+    /// whole huge pages, and a range that is not backed by them fails its
+    /// faults).
     pub(crate) fn get<D: super::driver::Driver>(
         dev: IbDev<D>,
         addr: u64,
@@ -168,25 +216,6 @@ impl OdpUmem {
         access: u32,
         events: Arc<dyn OdpEvents>,
     ) -> Result<Self> {
-        let first_off = addr & (PAGE_SIZE as u64 - 1);
-        let base = addr - first_off;
-        let pages = crate::oxe_core::range::pages_spanned(addr, len, PAGE_SHIFT as u32)
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| n > 0)
-            .ok_or(EINVAL)?;
-        let mut table = KVVec::with_capacity(pages, GFP_KERNEL_ACCOUNT)?;
-        table.resize(pages, 0, GFP_KERNEL_ACCOUNT)?;
-        let shared = KBox::pin_init(
-            pin_init!(Shared {
-                table <- new_spinlock_bh!(table, "oxe_odp_table"),
-                events,
-                faulted: AtomicU64::new(0),
-                invalidated: AtomicU64::new(0),
-                present: AtomicU64::new(0),
-                faulting <- kernel::new_mutex!(()),
-            }),
-            GFP_KERNEL,
-        )?;
         let len_c = usize::try_from(len).map_err(|_| EINVAL)?;
         let get = || {
             // SAFETY: a registered device (IbDev invariant); ib_umem_odp_get
@@ -201,14 +230,87 @@ impl OdpUmem {
                     &NOTIFIER_OPS,
                 )
             };
-            match from_err_ptr(p) {
-                // SAFETY: a live ib_umem_odp; its umem is a field of it.
-                Ok(p) => unsafe { core::ptr::addr_of_mut!((*p).umem) },
-                Err(_) => p.cast(),
-            }
+            umem_of(p)
         };
+        Self::from_umem(get, addr, len, events)
+    }
+
+    /// Watches `[addr, addr + len)` of the process of implicit ODP umem
+    /// `root` (a child of an implicit MR: see `super::implicit_odp`).
+    /// Process context, any process.
+    ///
+    /// # Safety
+    ///
+    /// `root` is a live ib_umem_odp from `ib_umem_odp_alloc_implicit`,
+    /// whose mm is kept from being freed (mmgrab) for the call.
+    pub(super) unsafe fn child(
+        root: *mut b::ib_umem_odp,
+        addr: u64,
+        len: u64,
+        events: Arc<dyn OdpEvents>,
+    ) -> Result<Self> {
+        let len_c = usize::try_from(len).map_err(|_| EINVAL)?;
+        let get = || {
+            // SAFETY: an implicit root whose mm stays allocated (caller
+            // contract); ib_umem_odp_alloc_child takes the mm's users
+            // itself, fails if the process has gone, and returns an
+            // ERR_PTR on failure. The ops are static.
+            let p =
+                unsafe { b::ib_umem_odp_alloc_child(root, addr as usize, len_c, &NOTIFIER_OPS) };
+            umem_of(p)
+        };
+        Self::from_umem(get, addr, len, events)
+    }
+
+    /// The handle on the ODP umem `get` returns for `[addr, addr + len)`,
+    /// with a table for the range its notifier watches.
+    fn from_umem(
+        get: impl FnOnce() -> *mut b::ib_umem,
+        addr: u64,
+        len: u64,
+        events: Arc<dyn OdpEvents>,
+    ) -> Result<Self> {
+        let shared = KBox::pin_init(
+            pin_init!(Shared {
+                table <- new_spinlock_bh!(KVVec::new(), "oxe_odp_table"),
+                events,
+                faulted: AtomicU64::new(0),
+                faults: AtomicU64::new(0),
+                invalidated: AtomicU64::new(0),
+                invalidations: AtomicU64::new(0),
+                present: AtomicU64::new(0),
+                faulting <- kernel::new_mutex!(()),
+            }),
+            GFP_KERNEL,
+        )?;
         let umem = UmemRef::get(get, shared)?;
         let shared = umem.keep().map(|s| NonNull::from(&**s)).ok_or(EINVAL)?;
+        let at = core::mem::offset_of!(b::ib_umem_odp, umem);
+        // SAFETY: the umem is a field of a live ib_umem_odp (UmemRef
+        // invariant, and `get`'s contract); its interval is fixed at
+        // creation.
+        let (base, last) = unsafe {
+            let odp = umem.as_ptr().cast::<u8>().sub(at).cast::<b::ib_umem_odp>();
+            let tree = &(*odp).notifier.interval_tree;
+            (tree.start as u64, tree.last as u64)
+        };
+        // The table covers the watched range, page by page: the
+        // notifier's interval and ib_core's page list both start at its
+        // (huge) page boundary.
+        let pages =
+            usize::try_from((last.wrapping_sub(base) >> PAGE_SHIFT) + 1).map_err(|_| EINVAL)?;
+        let first_off = addr.checked_sub(base).ok_or(EINVAL)?;
+        if first_off
+            .checked_add(len)
+            .is_none_or(|e| e > last - base + 1)
+        {
+            return Err(EINVAL);
+        }
+        let mut table = KVVec::with_capacity(pages, GFP_KERNEL_ACCOUNT)?;
+        table.resize(pages, 0, GFP_KERNEL_ACCOUNT)?;
+        // SAFETY: kept alive by `umem`; nothing reads the table before
+        // `private` is set below.
+        *unsafe { shared.as_ref() }.table.lock() = table;
         let this = OdpUmem {
             umem,
             shared,
@@ -217,12 +319,6 @@ impl OdpUmem {
             len,
         };
         let odp = this.odp();
-        // SAFETY: a live umem, ours; the interval is fixed at creation.
-        // The table is indexed from its first page (without HUGETLB, which
-        // oxe does not accept, that is the registered start's page).
-        if unsafe { (*odp).notifier.interval_tree.start } as u64 != base {
-            return Err(EINVAL);
-        }
         // SAFETY: a live umem, ours. No invalidation reaches the table
         // before `private` is set: it reads `private` under the umem mutex,
         // taken here too, and with nothing faulted in there is nothing to
@@ -254,14 +350,15 @@ impl OdpUmem {
         self.shared().table.lock().len()
     }
 
-    /// Pages faults brought in, and pages invalidations took away, since
-    /// registration.
-    pub(crate) fn history(&self) -> (u64, u64) {
+    /// What faults and invalidations did to the range since registration.
+    pub(crate) fn history(&self) -> History {
         let s = self.shared();
-        (
-            s.faulted.load(Ordering::Relaxed),
-            s.invalidated.load(Ordering::Relaxed),
-        )
+        History {
+            faulted_pages: s.faulted.load(Ordering::Relaxed),
+            faults: s.faults.load(Ordering::Relaxed),
+            invalidated_pages: s.invalidated.load(Ordering::Relaxed),
+            invalidations: s.invalidations.load(Ordering::Relaxed),
+        }
     }
 
     /// Pages translated now.
@@ -287,13 +384,14 @@ impl OdpUmem {
         let _one = self.shared().faulting.lock();
         let r = self.fault_locked(off, end, write, fault);
         let err = match r {
-            Err(e) if fault && (e == EFAULT || e == EPERM) => e,
+            Err(e) if fault && (e == EFAULT || e == EPERM || e == EINVAL) => e,
             r => return r,
         };
-        // Nothing mapped there (EFAULT), or no write permission (EPERM):
-        // the pages that cannot be had are marked, one by one, so that
-        // their accesses fail instead of faulting again. A long range is
-        // not searched: it stays untranslated, to be tried again.
+        // Nothing mapped there (EFAULT), no write permission (EPERM), or
+        // no huge page where HUGETLB asked for one, or the process gone
+        // (EINVAL): the pages that cannot be had are marked, one by one,
+        // so that their accesses fail instead of faulting again. A long
+        // range is not searched: it stays untranslated, to be tried again.
         let first = (self.first_off + off) >> PAGE_SHIFT;
         let last = (self.first_off + end - 1) >> PAGE_SHIFT;
         if last - first < REFINE_PAGES {
@@ -303,7 +401,12 @@ impl OdpUmem {
                 if self.fault_locked(lo, hi, write, true).is_err() {
                     let mut table = self.shared().table.lock();
                     if let Some(e) = table.get_mut(page as usize) {
-                        if *e & PRESENT == 0 || (write && *e & WRITABLE == 0) {
+                        if *e & PRESENT == 0 {
+                            *e = failed_now();
+                        } else if write && *e & WRITABLE == 0 {
+                            // Readable, not writable: the mark stands
+                            // until the mapping changes (mprotect
+                            // invalidates the page).
                             *e |= FAILED;
                         }
                     }
@@ -372,6 +475,7 @@ impl OdpUmem {
             let s = self.shared();
             s.present.fetch_add(added, Ordering::Relaxed);
             s.faulted.fetch_add(added, Ordering::Relaxed);
+            s.faults.fetch_add(1, Ordering::Relaxed);
             s.events.faulted(added);
         }
         Ok(())
@@ -404,7 +508,12 @@ impl OdpPages<'_> {
         let e = *self.table.get(abs >> PAGE_SHIFT).ok_or(EFAULT)?;
         let need = if write { PRESENT | WRITABLE } else { PRESENT };
         if e & need != need {
-            return Err(if e & FAILED != 0 { EFAULT } else { EAGAIN });
+            let stands = e & PRESENT != 0 || failure_stands(e);
+            return Err(if e & FAILED != 0 && stands {
+                EFAULT
+            } else {
+                EAGAIN
+            });
         }
         let in_page = abs & (PAGE_SIZE - 1);
         Ok((e >> PFN_SHIFT, in_page, PAGE_SIZE - in_page))
