@@ -20,6 +20,8 @@ PERF = [
     ("write_bw", "ib_write_bw 64 KiB", "MB/s", ">=", 2.0),
     ("read_bw", "ib_read_bw 64 KiB", "MB/s", ">=", 2.0),
     ("write_lat", "ib_write_lat 8 B, typical", "µs", "<=", 0.5),
+    # ODP buffers on both sides: what faulting costs against rxe's ODP.
+    ("odp_write_bw", "ib_write_bw --odp 64 KiB", "MB/s", ">=", 1.0),
 ]
 
 
