@@ -64,6 +64,65 @@ impl OdpEvents for Totals {
     }
 }
 
+/// The share of an access that one child holds: `[at, end)`, in the
+/// child at `index`. (An address the process cannot map still gets a
+/// child, whose faults then fail: hmm finds no VMA there. The children cap
+/// and the freeing of empty children bound what that costs.)
+struct Piece {
+    index: u64,
+    at: u64,
+    end: u64,
+}
+
+impl Piece {
+    /// Where the piece starts in its child.
+    fn offset(&self) -> u64 {
+        self.at - (self.index << CHILD_SHIFT)
+    }
+}
+
+/// The pieces of `[addr, addr + len)`, in address order.
+struct Pieces {
+    at: u64,
+    end: u64,
+}
+
+/// No 64-bit Linux maps user memory above this (x86-64 with 5-level page
+/// tables stops at 2^56, arm64 at 2^52). An access past it fails at once,
+/// as one outside the MR would, and makes no child.
+const USER_END: u64 = 1 << 57;
+
+impl Pieces {
+    /// EFAULT if the range reaches past [`USER_END`].
+    fn of(addr: u64, len: u64) -> Result<Self> {
+        let end = addr
+            .checked_add(len)
+            .filter(|&e| e <= USER_END)
+            .ok_or(EFAULT)?;
+        Ok(Pieces { at: addr, end })
+    }
+}
+
+impl Iterator for Pieces {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        if self.at >= self.end {
+            return None;
+        }
+        let index = self.at >> CHILD_SHIFT;
+        // (Below USER_END: no overflow.)
+        let child_end = (index + 1) << CHILD_SHIFT;
+        let piece = Piece {
+            index,
+            at: self.at,
+            end: self.end.min(child_end),
+        };
+        self.at = piece.end;
+        Some(piece)
+    }
+}
+
 /// A child: the range `[index << CHILD_SHIFT, +CHILD_SIZE)`.
 struct Child {
     index: u64,
@@ -146,13 +205,6 @@ impl ImplicitOdp {
         Ok(ImplicitOdp { root, inner })
     }
 
-    /// The end of `[addr, addr + len)`. (An address the process cannot
-    /// map still gets a child, whose faults then fail: hmm finds no VMA.
-    /// The children cap and the reaping of empty children bound that.)
-    fn end_of(&self, addr: u64, len: u64) -> Result<u64> {
-        addr.checked_add(len).ok_or(EFAULT)
-    }
-
     /// The child covering address `index << CHILD_SHIFT`, if there is one.
     fn child(&self, index: u64) -> Option<Arc<OdpUmem>> {
         let children = self.inner.children.lock();
@@ -169,17 +221,11 @@ impl ImplicitOdp {
         len: u64,
         mut f: impl FnMut(&OdpUmem, u64, Range<usize>) -> Result,
     ) -> Result {
-        let end = self.end_of(addr, len)?;
-        let mut at = addr;
-        while at < end {
-            let index = at >> CHILD_SHIFT;
-            let child_end = (index + 1).checked_shl(CHILD_SHIFT).unwrap_or(u64::MAX);
-            let upto = end.min(child_end);
-            let odp = self.child(index).ok_or(EAGAIN)?;
-            let from = usize::try_from(at - addr).map_err(|_| EFAULT)?;
-            let to = usize::try_from(upto - addr).map_err(|_| EFAULT)?;
-            f(&odp, at - (index << CHILD_SHIFT), from..to)?;
-            at = upto;
+        for p in Pieces::of(addr, len)? {
+            let odp = self.child(p.index).ok_or(EAGAIN)?;
+            let from = usize::try_from(p.at - addr).map_err(|_| EFAULT)?;
+            let to = usize::try_from(p.end - addr).map_err(|_| EFAULT)?;
+            f(&odp, p.offset(), from..to)?;
         }
         Ok(())
     }
@@ -196,18 +242,12 @@ impl ImplicitOdp {
     /// mapped already without `fault`), creating the children it needs.
     /// Sleeps: process context, any process.
     pub(crate) fn fault(&self, addr: u64, len: u64, write: bool, fault: bool) -> Result {
-        let end = self.end_of(addr, len)?;
-        let mut at = addr;
-        while at < end {
-            let index = at >> CHILD_SHIFT;
-            let child_end = (index + 1).checked_shl(CHILD_SHIFT).unwrap_or(u64::MAX);
-            let upto = end.min(child_end);
-            let odp = match self.child(index) {
+        for p in Pieces::of(addr, len)? {
+            let odp = match self.child(p.index) {
                 Some(odp) => odp,
-                None => self.create(index)?,
+                None => self.create(p.index)?,
             };
-            odp.fault(at - (index << CHILD_SHIFT), upto - at, write, fault)?;
-            at = upto;
+            odp.fault(p.offset(), p.end - p.at, write, fault)?;
         }
         Ok(())
     }
@@ -226,7 +266,8 @@ impl ImplicitOdp {
         if self.inner.children.lock().len() >= MAX_CHILDREN {
             return Err(ENOMEM);
         }
-        let addr = index.checked_shl(CHILD_SHIFT).ok_or(EFAULT)?;
+        // (`index` is below USER_END >> CHILD_SHIFT: no overflow.)
+        let addr = index << CHILD_SHIFT;
         let at = core::mem::offset_of!(b::ib_umem_odp, umem);
         // SAFETY: the root is an implicit ib_umem_odp whose mm is grabbed
         // (type invariant), live while `self` is.
