@@ -217,10 +217,10 @@ impl Mr {
             (c"page_fault_events", h.faults),
             (c"page_invalidations", h.invalidated_pages),
             (c"page_invalidation_events", h.invalidations),
-            (c"page_prefetch", f.prefetches()),
+            (c"prefetch_ranges", f.prefetches()),
             (c"pages_present", o.present),
             (c"faults_deferred", f.deferred()),
-            (c"faults_resolved", f.resolved()),
+            (c"faults_run", f.run()),
             (c"fault_wait_avg_us", avg_us),
             (c"fault_wait_max_us", max_us),
         ];

@@ -18,8 +18,10 @@
 //! small children keep what a scattered use of the address space costs
 //! close to what it touches. At most [`MAX_CHILDREN`] live at a time;
 //! past that, the children with no page present are freed first (a peer
-//! writing to unmapped addresses creates such children), and then faults
-//! fail with ENOMEM.
+//! writing to unmapped addresses creates such children), and then the one
+//! accesses found least recently: its pages are faulted again when next
+//! needed, so a peer touching one page in each of many regions cannot
+//! fill the MR for good.
 
 use super::error::from_err_ptr;
 use super::lock::{new_spinlock_bh, SpinLockBh};
@@ -127,6 +129,9 @@ impl Iterator for Pieces {
 struct Child {
     index: u64,
     odp: Arc<OdpUmem>,
+    /// When an access last found it (jiffies): at the cap, the child used
+    /// least recently makes room.
+    used: AtomicU64,
 }
 
 #[pin_data]
@@ -134,11 +139,23 @@ struct Inner {
     /// The children, by index. Accesses (softirq) clone a child out and
     /// use it without this lock.
     #[pin]
-    children: SpinLockBh<KVec<Child>>,
+    children: SpinLockBh<KVVec<Child>>,
     /// Held while children are created or freed (process context).
     #[pin]
     growing: Mutex<()>,
     totals: Arc<Totals>,
+}
+
+/// Which children [`ImplicitOdp::reap`] frees.
+#[derive(Clone, Copy)]
+enum Reap {
+    /// Those the OS has taken every page of back.
+    Emptied,
+    /// Those with no page present, emptied or never filled (faults at
+    /// addresses with nothing mapped make such children).
+    Empty,
+    /// The one accesses found least recently.
+    LeastRecentlyUsed,
 }
 
 /// The memory of an implicit ODP MR.
@@ -196,7 +213,7 @@ impl ImplicitOdp {
         )?;
         let inner = KBox::pin_init(
             pin_init!(Inner {
-                children <- new_spinlock_bh!(KVec::new(), "oxe_implicit_children"),
+                children <- new_spinlock_bh!(KVVec::new(), "oxe_implicit_children"),
                 growing <- kernel::new_mutex!(()),
                 totals,
             }),
@@ -209,7 +226,9 @@ impl ImplicitOdp {
     fn child(&self, index: u64) -> Option<Arc<OdpUmem>> {
         let children = self.inner.children.lock();
         let at = children.binary_search_by_key(&index, |c| c.index).ok()?;
-        Some(children[at].odp.clone())
+        let c = &children[at];
+        c.used.store(super::work::jiffies(), Ordering::Relaxed);
+        Some(c.odp.clone())
     }
 
     /// Runs `f` on each child's share of `[addr, addr + len)`: the child,
@@ -259,12 +278,14 @@ impl ImplicitOdp {
         if let Some(odp) = self.child(index) {
             return Ok(odp);
         }
-        self.reap(false);
+        self.reap(Reap::Emptied);
         if self.inner.children.lock().len() >= MAX_CHILDREN {
-            self.reap(true);
+            self.reap(Reap::Empty);
         }
         if self.inner.children.lock().len() >= MAX_CHILDREN {
-            return Err(ENOMEM);
+            // Dropping a translation is always allowed: the pages come
+            // back on their next access.
+            self.reap(Reap::LeastRecentlyUsed);
         }
         // (`index` is below USER_END >> CHILD_SHIFT: no overflow.)
         let addr = index << CHILD_SHIFT;
@@ -286,7 +307,7 @@ impl ImplicitOdp {
         };
         let bigger = match room {
             true => None,
-            false => Some(KVec::with_capacity((2 * len).max(16), GFP_KERNEL)?),
+            false => Some(KVVec::with_capacity((2 * len).max(16), GFP_KERNEL)?),
         };
         let mut children = self.inner.children.lock();
         if let Some(mut v) = bigger {
@@ -300,6 +321,7 @@ impl ImplicitOdp {
         let child = Child {
             index,
             odp: odp.clone(),
+            used: AtomicU64::new(super::work::jiffies()),
         };
         children
             .insert_within_capacity(slot, child)
@@ -307,18 +329,45 @@ impl ImplicitOdp {
         Ok(odp)
     }
 
-    /// Frees the children whose pages the OS has all taken back (with
-    /// `all`, every child with no page present, emptied or never filled).
-    /// With `growing` held.
-    fn reap(&self, all: bool) {
-        let len = self.inner.children.lock().len();
-        let Ok(mut gone) = KVec::with_capacity(len, GFP_KERNEL) else {
+    /// Frees children, `which` of them; with `growing` held. A child a
+    /// fault is filling now stays.
+    fn reap(&self, which: Reap) {
+        let lru = match which {
+            Reap::LeastRecentlyUsed => {
+                let children = self.inner.children.lock();
+                children
+                    .iter()
+                    .filter(|c| !c.odp.faulting())
+                    .min_by_key(|c| c.used.load(Ordering::Relaxed))
+                    .map(|c| c.index)
+            }
+            _ => None,
+        };
+        let goes = |c: &Child| {
+            !c.odp.faulting()
+                && match which {
+                    Reap::Emptied => c.odp.present() == 0 && c.odp.history().invalidated_pages != 0,
+                    Reap::Empty => c.odp.present() == 0,
+                    Reap::LeastRecentlyUsed => Some(c.index) == lru,
+                }
+        };
+        let n = self
+            .inner
+            .children
+            .lock()
+            .iter()
+            .filter(|c| goes(c))
+            .count();
+        if n == 0 {
+            return;
+        }
+        let Ok(mut gone) = KVVec::with_capacity(n, GFP_KERNEL) else {
             return;
         };
-        self.inner.children.lock().retain(|c| {
-            let emptied = c.odp.present() == 0 && (all || c.odp.history().invalidated_pages != 0);
-            !(emptied && gone.push_within_capacity(c.odp.clone()).is_ok())
-        });
+        self.inner
+            .children
+            .lock()
+            .retain(|c| !(goes(c) && gone.push_within_capacity(c.odp.clone()).is_ok()));
         // Released here, outside the lock (a release sleeps), unless an
         // access still holds one: then when it lets go.
         drop(gone);
@@ -327,7 +376,9 @@ impl ImplicitOdp {
     /// Pages translated now, in all the children.
     pub(crate) fn present(&self) -> u64 {
         let children = self.inner.children.lock();
-        children.iter().map(|c| c.odp.present()).sum()
+        children
+            .iter()
+            .fold(0u64, |n, c| n.saturating_add(c.odp.present()))
     }
 
     /// What faults and invalidations did to the children since

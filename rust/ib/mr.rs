@@ -340,7 +340,9 @@ pub(super) unsafe extern "C" fn fill_stat_mr_entry<D: Driver>(
     else {
         return EMSGSIZE.to_errno();
     };
+    let mut any = false;
     let r = mr.statistics(&mut |name, value| {
+        any = true;
         // SAFETY: a live message and a NUL-terminated name.
         match unsafe { b::rdma_nl_stat_hwcounter_entry(msg, name.as_char_ptr(), value) } {
             0 => Ok(()),
@@ -348,6 +350,9 @@ pub(super) unsafe extern "C" fn fill_stat_mr_entry<D: Driver>(
         }
     });
     match r {
+        // An MR with no counters (pinned) gets no table, not an empty
+        // one: the nest is cancelled as it drops.
+        Ok(()) if !any => 0,
         Ok(()) => {
             nest.end();
             0

@@ -24,7 +24,8 @@ use super::lock::{new_spinlock_bh, SpinLockBh};
 use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use kernel::types::ScopeGuard;
 use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
@@ -99,6 +100,8 @@ pub(super) struct Shared {
     /// Held by a fault from start to end (see `OdpUmem::fault`).
     #[pin]
     faulting: Mutex<()>,
+    /// Faults running or waiting for `faulting`.
+    faults_now: AtomicU32,
 }
 
 /// A failed fault is searched page by page for the pages that cannot be
@@ -177,6 +180,9 @@ unsafe extern "C" fn invalidate(
                     n += u64::from(*e & PRESENT != 0);
                     *e = 0;
                 }
+                // Under the table's lock, as a fault's count: the two
+                // never cross, and `present` never dips below 0.
+                shared.present.fetch_sub(n, Ordering::Relaxed);
             }
             b::ib_umem_odp_unmap_dma_pages(odp, start as u64, end as u64);
             n
@@ -185,7 +191,6 @@ unsafe extern "C" fn invalidate(
         };
         b::mutex_unlock(mutex);
         if let Some(shared) = shared.filter(|_| dropped != 0) {
-            shared.present.fetch_sub(dropped, Ordering::Relaxed);
             shared.invalidated.fetch_add(dropped, Ordering::Relaxed);
             shared.invalidations.fetch_add(1, Ordering::Relaxed);
             shared.events.invalidated(dropped);
@@ -280,6 +285,7 @@ impl OdpUmem {
                 invalidations: AtomicU64::new(0),
                 present: AtomicU64::new(0),
                 faulting <- kernel::new_mutex!(()),
+                faults_now: AtomicU32::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -361,6 +367,11 @@ impl OdpUmem {
         }
     }
 
+    /// Whether a fault of the range is running (or waiting to) now.
+    pub(crate) fn faulting(&self) -> bool {
+        self.shared().faults_now.load(Ordering::Relaxed) != 0
+    }
+
     /// Pages translated now.
     pub(crate) fn present(&self) -> u64 {
         self.shared().present.load(Ordering::Relaxed)
@@ -381,7 +392,12 @@ impl OdpUmem {
         // One fault of this range at a time: hmm writes the shared page
         // list without a lock, and a walk that started before another one
         // finished could leave an older page there.
-        let _one = self.shared().faulting.lock();
+        let s = self.shared();
+        s.faults_now.fetch_add(1, Ordering::Relaxed);
+        let _now = ScopeGuard::new(|| {
+            s.faults_now.fetch_sub(1, Ordering::Relaxed);
+        });
+        let _one = s.faulting.lock();
         let r = self.fault_locked(off, end, write, fault);
         let err = match r {
             Err(e) if fault && (e == EFAULT || e == EPERM || e == EINVAL) => e,
@@ -455,6 +471,7 @@ impl OdpUmem {
                 added += u64::from(*e & PRESENT == 0);
                 *e = (pfn << PFN_SHIFT) | PRESENT | w;
             }
+            self.shared().present.fetch_add(added, Ordering::Relaxed);
             drop(table);
             // The device writes through the kernel's mapping, which leaves
             // the process's page table entry as it was: a writable page is
@@ -473,7 +490,6 @@ impl OdpUmem {
         }
         if added != 0 {
             let s = self.shared();
-            s.present.fetch_add(added, Ordering::Relaxed);
             s.faulted.fetch_add(added, Ordering::Relaxed);
             s.faults.fetch_add(1, Ordering::Relaxed);
             s.events.faulted(added);
