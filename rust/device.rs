@@ -176,8 +176,7 @@ impl OxeDevice {
             // ATOMIC WRITE. Not FLUSH_PERSISTENT (see mr::SUPPORTED_ACCESS).
             | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64
             | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
-        // ODP on RC and UD, explicit and implicit MRs (a UC receive has no
-        // way to back off from a fault: see crate::odp).
+        // ODP on RC, UC and UD, explicit and implicit MRs (crate::odp).
         attr.odp_caps.general_caps = u64::from(
             b::ib_odp_general_cap_bits_IB_ODP_SUPPORT
                 | b::ib_odp_general_cap_bits_IB_ODP_SUPPORT_IMPLICIT,
@@ -191,6 +190,11 @@ impl OxeDevice {
                 | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV
                 | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH
                 | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE;
+        attr.odp_caps.per_transport_caps.uc_odp_caps =
+            b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE
+                | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
         attr.odp_caps.per_transport_caps.ud_odp_caps =
             b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
                 | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV

@@ -19,7 +19,13 @@
 //! * a datagram (UD) cannot be NAKed: its receive WQE is checked before it
 //!   is taken, and a miss sends the datagram to its QP's backlog, whose
 //!   drain takes the fault in process context and places it then
-//!   (`crate::recv`). UC has neither, and is not offered ODP.
+//!   (`crate::recv`).
+//! * UC has no NAK either, and a lost packet costs the whole message
+//!   (IBTA 9.8: the responder drops it silently). A UC packet that
+//!   misses goes to the backlog too, unprocessed, and the packets after it
+//!   queue behind it; the drain faults and processes it again, so a cold
+//!   page costs a trip through process context, not the message. A packet
+//!   that misses again there is dropped, as the network would drop it.
 //!
 //! The faults run in the device's work item, in process context. A range
 //! with nothing mapped is marked failed, and the access that wanted it
@@ -46,11 +52,13 @@ use kernel::time::{Instant, Monotonic};
 /// the memory's own page counts.
 #[derive(Default)]
 pub(crate) struct FaultStats {
-    /// Misses of the data path queued for the device's work.
+    /// Faults of the data path's misses queued for the device's work (a
+    /// miss whose fault is queued already is not counted again).
     deferred: AtomicU64,
-    /// Of those, the ones the work has run, and how long they waited
-    /// from the miss to the end of their fault, in all and at most (ns).
-    resolved: AtomicU64,
+    /// Of those, the ones the work has run (whether or not the pages could
+    /// be had), and how long they waited from the miss to the end of their
+    /// fault, in all and at most (ns).
+    run: AtomicU64,
     waited_ns: AtomicU64,
     waited_max_ns: AtomicU64,
     /// Ranges ibv_advise_mr asked for.
@@ -62,8 +70,8 @@ impl FaultStats {
         self.deferred.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn resolved(&self) -> u64 {
-        self.resolved.load(Ordering::Relaxed)
+    pub(crate) fn run(&self) -> u64 {
+        self.run.load(Ordering::Relaxed)
     }
 
     pub(crate) fn prefetches(&self) -> u64 {
@@ -72,7 +80,7 @@ impl FaultStats {
 
     /// The wait of a deferred fault, on average and at most, in µs.
     pub(crate) fn wait_us(&self) -> (u64, u64) {
-        let n = self.resolved().max(1);
+        let n = self.run().max(1);
         (
             self.waited_ns.load(Ordering::Relaxed) / n / 1000,
             self.waited_max_ns.load(Ordering::Relaxed) / 1000,
@@ -81,7 +89,7 @@ impl FaultStats {
 
     fn waited(&self, since: Instant<Monotonic>) {
         let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(0);
-        self.resolved.fetch_add(1, Ordering::Relaxed);
+        self.run.fetch_add(1, Ordering::Relaxed);
         self.waited_ns.fetch_add(ns, Ordering::Relaxed);
         self.waited_max_ns.fetch_max(ns, Ordering::Relaxed);
     }
@@ -109,7 +117,6 @@ impl OxeDevice {
     /// `write`) for the device's work. Any context.
     pub(crate) fn fault_later(&self, mr: &Arc<Mr>, iova: u64, len: u64, write: bool) {
         inc(&self.counters.odp_faults);
-        mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
         self.queue_fault(Fault {
             mr: mr.clone(),
             iova,
@@ -129,7 +136,18 @@ impl OxeDevice {
                     && p.len == f.len
                     && p.write == f.write
             };
-            if q.iter().any(same) || q.len() >= MAX_PENDING || q.push(f, GFP_ATOMIC).is_err() {
+            if q.iter().any(same) || q.len() >= MAX_PENDING {
+                return;
+            }
+            // Counted before the work can run it.
+            let miss = f.missed.is_some().then(|| f.mr.clone());
+            if let Some(mr) = &miss {
+                mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
+            }
+            if q.push(f, GFP_ATOMIC).is_err() {
+                if let Some(mr) = &miss {
+                    mr.faults.deferred.fetch_sub(1, Ordering::Relaxed);
+                }
                 return;
             }
         }

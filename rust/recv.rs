@@ -92,12 +92,16 @@ impl OxeDevice {
                 return;
             };
             // A QP answering a READ holds everything after it back, in
-            // any context, until the READ's last response is out.
-            if (ctx == Context::Softirq && qp.defers(&p)) || qp.reading.load(Ordering::Acquire) {
+            // any context, until the READ's last response is out; so does
+            // a packet waiting for an ODP fault in the backlog.
+            let held =
+                qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
+            if (ctx == Context::Softirq && qp.defers(&p)) || held {
                 qp
             } else {
-                // A datagram whose ODP receive buffer was not there goes
-                // to the backlog, whose drain takes the fault and places it.
+                // A datagram whose ODP receive buffer was not there, or a
+                // UC packet whose ODP page was not, goes to the backlog,
+                // whose drain takes the fault and processes it again.
                 if !(self.accept(bytes, l4, &p) && qp.process(self, &p)) {
                     return;
                 }
@@ -191,8 +195,8 @@ impl Qp {
             || p.payload.len() >= STEER_MIN_PAYLOAD
     }
 
-    /// Processes one packet; true for a datagram to try again once its
-    /// ODP faults have run (nothing of it was done).
+    /// Processes one packet; true for a datagram or a UC packet to try
+    /// again once its ODP faults have run (nothing of it was done).
     fn process(&self, drv: &OxeDevice, p: &Packet<'_>) -> bool {
         // A packet of another transport than the QP's is invalid (IBTA
         // 9.6.1.5 C9-44): silently dropped.
@@ -243,9 +247,10 @@ impl Qp {
             };
             if let Some((bytes, l4)) = skb.bytes() {
                 if let Some(p) = parse(bytes, l4).filter(|p| drv.accept(bytes, l4, p)) {
-                    // A datagram that found its ODP receive buffer missing:
-                    // the faults are taken here, in process context, and
-                    // it is placed then, or dropped if it misses again.
+                    // A datagram or UC packet that found an ODP page
+                    // missing: the faults are taken here, in process
+                    // context, and it is placed then, or dropped if it
+                    // misses again (UC then drops the rest of its message).
                     if self.process(drv, &p) {
                         drv.run_faults();
                         if self.process(drv, &p) {

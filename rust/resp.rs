@@ -58,6 +58,11 @@ enum Verdict {
     Answered,
     /// No receive WQE: RNR NAK, the request will be retried.
     Rnr,
+    /// An ODP page was not there, and its fault is queued; nothing of the
+    /// packet counts as done. RC answers RNR NAK, as for `Rnr`; UC, which
+    /// has no NAK, processes the packet again from the QP's backlog once
+    /// the fault has run (crate::odp).
+    Fault,
     /// A NAK that moves the QP to the error state.
     Fatal(NakCode),
     /// A receive WQE completed in error (length, protection): as `Fatal`,
@@ -173,7 +178,7 @@ impl Qp {
                 }
             }
             Verdict::Answered => {}
-            Verdict::Rnr => {
+            Verdict::Rnr | Verdict::Fault => {
                 let timer = q.attr.min_rnr_timer;
                 self.send_ack(drv, q, psn, Syndrome::RnrNak { timer });
             }
@@ -228,6 +233,14 @@ impl Qp {
         };
         match verdict {
             Verdict::Ack | Verdict::Answered => {}
+            // Nothing of the packet was done (its offset in the message
+            // did not move): once more from the backlog, after the fault,
+            // as the packet expected still. The packets after it wait in
+            // the backlog behind it, in order.
+            Verdict::Fault => {
+                q.resp.epsn = psn;
+                q.resp.odp_retry = true;
+            }
             // Local errors end the QP (IBTA 10.7.3.2 class D).
             Verdict::RecvFailed(_) => self.to_error(q),
             Verdict::Rnr | Verdict::Fatal(_) => {
@@ -307,7 +320,7 @@ impl Qp {
             let (status, nak) = match e {
                 // ODP: the fault is queued; the requester sends this packet
                 // again after the RNR timer (see crate::odp).
-                LocalErr::Fault => return Verdict::Rnr,
+                LocalErr::Fault => return Verdict::Fault,
                 LocalErr::Len => (wc_status::LOC_LEN_ERR, NakCode::InvalidRequest),
                 LocalErr::Prot => (wc_status::LOC_PROT_ERR, NakCode::RemoteOperationalError),
             };
@@ -428,7 +441,7 @@ impl Qp {
             }
             match remote.write(mr, w.va + w.off, p.payload) {
                 Ok(()) => {}
-                Err(Denied::Fault) => return Verdict::Rnr,
+                Err(Denied::Fault) => return Verdict::Fault,
                 Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
             }
         }
@@ -505,7 +518,7 @@ impl Qp {
         // a READ cannot be NAKed once it is being answered.
         if let Some(t) = mr.as_ref() {
             if self.remote(drv).ready(t, va, dma_len.into()) == Err(Denied::Fault) {
-                return Verdict::Rnr;
+                return Verdict::Fault;
             }
         }
         let n = dma_len.div_ceil(q.mtu()).max(1);
@@ -684,7 +697,7 @@ impl Qp {
             a.swap_add,
         ) {
             Ok(v) => v,
-            Err(Denied::Fault) => return Verdict::Rnr,
+            Err(Denied::Fault) => return Verdict::Fault,
             Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
         };
         let psn = p.bth.psn;
@@ -783,7 +796,7 @@ impl Qp {
             .and_then(|mr| remote.atomic_write(&mr, va, u64::from_ne_bytes(bytes)));
         match stored {
             Ok(()) => {}
-            Err(Denied::Fault) => return Verdict::Rnr,
+            Err(Denied::Fault) => return Verdict::Fault,
             Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
         }
         self.answered_empty(drv, q, p.bth.psn)
