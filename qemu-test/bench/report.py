@@ -22,6 +22,7 @@ PERF = [
     ("write_lat", "ib_write_lat 8 B, typical", "µs", "<=", 0.5),
     # ODP buffers on both sides: what faulting costs against rxe's ODP.
     ("odp_write_bw", "ib_write_bw --odp 64 KiB", "MB/s", ">=", 1.0),
+    ("odp_read_bw", "ib_read_bw --odp 64 KiB", "MB/s", ">=", 1.0),
 ]
 
 
@@ -50,7 +51,17 @@ def mr_section(results):
             "ratio": round(o["rereg_us"] / o["dereg_reg_us"], 4) if o["rereg_us"] > 0 else None,
             "rxe_rereg_us": r["rereg_us"] if r["rereg_us"] > 0 else "unsupported",
         })
-    return {"reg_dereg": rows, "rereg_access": rereg}
+    # ODP: reg+dereg of 1 GiB that pins nothing, against the pinned one
+    # (target: at most 0.05x), and against rxe's ODP.
+    gib = "1073741824"
+    o_odp = oxe.get("odp_reg_dereg_us", {}).get(gib)
+    r_odp = rxe.get("odp_reg_dereg_us", {}).get(gib)
+    o_pin = oxe["reg_dereg_us"][gib]
+    odp = {"size": "1 GiB", "oxe_odp_us": o_odp, "oxe_pinned_us": o_pin,
+           "odp_over_pinned": round(o_odp / o_pin, 4) if o_odp and o_pin else None,
+           "target": "<= 0.05", "rxe_odp_us": r_odp,
+           "oxe_over_rxe": round(o_odp / r_odp, 3) if o_odp and r_odp else None}
+    return {"reg_dereg": rows, "rereg_access": rereg, "odp_reg_dereg": odp}
 
 
 def perf_side(results, typ):
@@ -91,6 +102,12 @@ def markdown(mr, perf):
                "|---|---:|---:|---:|---|"]
         md += [f"| {r['size']} | {r['oxe_rereg_us']:.1f} | {r['oxe_dereg_reg_us']:.1f} | {r['ratio']} | {r['rxe_rereg_us']} |"
                for r in mr["rereg_access"]]
+        o = mr["odp_reg_dereg"]
+        md += ["", "| ODP reg+dereg | oxe ODP µs | oxe pinned µs | ODP/pinned | target | rxe ODP µs | oxe/rxe |",
+               "|---|---:|---:|---:|---|---:|---:|",
+               f"| {o['size']} | {fmt(o['oxe_odp_us'])} | {fmt(o['oxe_pinned_us'])} | "
+               f"{o['odp_over_pinned'] if o['odp_over_pinned'] is not None else '—'} | ≤ 0.05 | "
+               f"{fmt(o['rxe_odp_us'])} | {o['oxe_over_rxe'] if o['oxe_over_rxe'] is not None else '—'} |"]
     else:
         md += ["MR registration: missing (bench-mr-oxe0.json or bench-mr-rxe0.json absent)"]
     md += ["", "| perftest, A on veth0 -> B in netns peer | oxe | rxe | oxe/rxe | target | met |",
@@ -100,6 +117,13 @@ def markdown(mr, perf):
         ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
         md.append(f"| {r['label']}, {r['unit']} | {fmt(r['oxe'])} | {fmt(r['rxe'])} | {ratio} | "
                   f"{r['target'].replace('>=', '≥').replace('<=', '≤')} | {met} |")
+    # ODP in steady state (pages present) against pinned memory, on oxe.
+    by = {r["measure"]: r for r in perf["rows"]}
+    steady = []
+    for odp, pinned in (("odp_write_bw", "write_bw"), ("odp_read_bw", "read_bw")):
+        o, p = by.get(odp, {}).get("oxe"), by.get(pinned, {}).get("oxe")
+        steady.append(f"{pinned.split('_')[0]} {o / p:.2f}" if o and p else f"{pinned.split('_')[0]} missing")
+    md.append(f"\noxe ODP against pinned, pages present: {', '.join(steady)} (target ≥ 0.9)")
     for typ in ("oxe", "rxe"):
         if perf[f"{typ}_missing"]:
             md.append(f"\n{typ} perftest: missing ({perf[f'{typ}_missing']})")
