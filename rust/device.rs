@@ -15,7 +15,7 @@ use crate::oxe_core::Key;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::str::CStr;
-use kernel::sync::{Arc, SetOnce};
+use kernel::sync::{Arc, Mutex, SetOnce};
 
 use crate::bindings as b;
 use crate::ib::av::Ah;
@@ -62,6 +62,8 @@ pub(crate) struct OxeDevice {
     fault_work: SetOnce<Work>,
     /// ODP faults the data path queued for the work.
     pub(crate) faults: Pin<KBox<SpinLockBh<KVec<crate::odp::Fault>>>>,
+    /// Held by whoever runs the queued faults (`crate::odp`).
+    pub(crate) fault_runner: Pin<KBox<Mutex<()>>>,
     /// Live QPs by number.
     pub(crate) qps: Pin<KBox<Table<Qp>>>,
     /// Multicast groups and the UD QPs attached to them.
@@ -99,6 +101,7 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
             rxq: SetOnce::new(),
             fault_work: SetOnce::new(),
             faults: KBox::pin_init(new_spinlock_bh!(KVec::new(), "oxe_odp_faults"), GFP_KERNEL)?,
+            fault_runner: KBox::pin_init(kernel::new_mutex!((), "oxe_odp_fault_runner"), GFP_KERNEL)?,
             qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,
             mcast: KBox::pin_init(Groups::new(), GFP_KERNEL)?,
             ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,

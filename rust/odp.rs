@@ -156,8 +156,13 @@ impl OxeDevice {
         }
     }
 
-    /// Takes the queued faults; the device's work, process context.
+    /// Takes the queued faults; process context (the device's work, or a
+    /// backlog's drain that needs its packet's fault done). One runner at
+    /// a time: a drain that comes while the work is in the middle of a
+    /// fault waits for it, rather than find the queue empty and try its
+    /// packet again too early (which would drop it).
     pub(crate) fn run_faults(&self) {
+        let _one = self.fault_runner.lock();
         loop {
             // (Not `while let`: its scrutinee's guard would be held across
             // the fault, which sleeps.)
