@@ -101,7 +101,10 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
             rxq: SetOnce::new(),
             fault_work: SetOnce::new(),
             faults: KBox::pin_init(new_spinlock_bh!(KVec::new(), "oxe_odp_faults"), GFP_KERNEL)?,
-            fault_runner: KBox::pin_init(kernel::new_mutex!((), "oxe_odp_fault_runner"), GFP_KERNEL)?,
+            fault_runner: KBox::pin_init(
+                kernel::new_mutex!((), "oxe_odp_fault_runner"),
+                GFP_KERNEL,
+            )?,
             qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,
             mcast: KBox::pin_init(Groups::new(), GFP_KERNEL)?,
             ahs: KBox::pin_init(Table::new(1, i32::MAX as u32), GFP_KERNEL)?,

@@ -25,10 +25,10 @@ use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use kernel::types::ScopeGuard;
 use kernel::page::{PAGE_SHIFT, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
+use kernel::types::ScopeGuard;
 
 /// What the owner of ODP memory learns about its pages: the invalidation
 /// callback and the fault hook of the driver, for its statistics.
