@@ -93,7 +93,8 @@ impl OxeDevice {
             };
             // A QP answering a READ holds everything after it back, in
             // any context, until the READ's last response is out; so does
-            // a packet waiting for an ODP fault in the backlog.
+            // anything in its backlog (a large packet, one waiting for an
+            // ODP fault): the QP sees its packets in order.
             let held =
                 qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
             if (ctx == Context::Softirq && qp.defers(&p)) || held {
@@ -184,15 +185,12 @@ impl Qp {
     ///   packets) behind it and overflow it; from process context each one
     ///   is processed as it is sent.
     ///
-    /// Once anything is deferred, everything is, until the backlog is
-    /// drained, so the QP sees its packets in order.
+    /// (Once anything is deferred, everything is, in any context, until
+    /// the backlog is drained: see `OxeDevice::receive`.)
     ///
     /// [`DrainOn::OtherCpu`]: crate::ib::work::DrainOn::OtherCpu
     fn defers(&self, p: &Packet<'_>) -> bool {
-        self.backlogged.load(Ordering::Acquire) != 0
-            || self.reading.load(Ordering::Acquire)
-            || p.info.operation == Operation::RdmaReadRequest
-            || p.payload.len() >= STEER_MIN_PAYLOAD
+        p.info.operation == Operation::RdmaReadRequest || p.payload.len() >= STEER_MIN_PAYLOAD
     }
 
     /// Processes one packet; true for a datagram or a UC packet to try

@@ -23,9 +23,8 @@
 //! needed, so a peer touching one page in each of many regions cannot
 //! fill the MR for good.
 
-use super::error::from_err_ptr;
 use super::lock::{new_spinlock_bh, SpinLockBh};
-use super::odp::{History, OdpEvents, OdpUmem};
+use super::odp::{odp_of, umem_of, History, OdpEvents, OdpUmem, Tally};
 use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ops::Range;
@@ -41,30 +40,6 @@ const CHILD_SHIFT: u32 = 21;
 pub(crate) const CHILD_SIZE: u64 = 1 << CHILD_SHIFT;
 /// Children alive at once: 16 GiB of address space in use.
 const MAX_CHILDREN: usize = 8192;
-
-/// What the children of one implicit MR heard, for the MR's statistics,
-/// passed on to the device's.
-struct Totals {
-    faulted: AtomicU64,
-    faults: AtomicU64,
-    invalidated: AtomicU64,
-    invalidations: AtomicU64,
-    up: Arc<dyn OdpEvents>,
-}
-
-impl OdpEvents for Totals {
-    fn invalidated(&self, pages: u64) {
-        self.invalidated.fetch_add(pages, Ordering::Relaxed);
-        self.invalidations.fetch_add(1, Ordering::Relaxed);
-        self.up.invalidated(pages);
-    }
-
-    fn faulted(&self, pages: u64) {
-        self.faulted.fetch_add(pages, Ordering::Relaxed);
-        self.faults.fetch_add(1, Ordering::Relaxed);
-        self.up.faulted(pages);
-    }
-}
 
 /// The share of an access that one child holds: `[at, end)`, in the
 /// child at `index`. (An address the process cannot map still gets a
@@ -143,7 +118,9 @@ struct Inner {
     /// Held while children are created or freed (process context).
     #[pin]
     growing: Mutex<()>,
-    totals: Arc<Totals>,
+    /// What every child heard, freed children included, passed on to the
+    /// device's counters.
+    totals: Arc<Tally>,
 }
 
 /// Which children [`ImplicitOdp::reap`] frees.
@@ -193,24 +170,11 @@ impl ImplicitOdp {
             // SAFETY: a registered device (IbDev invariant), in the
             // registering process's context; an ERR_PTR on failure.
             let p = unsafe { b::ib_umem_odp_alloc_implicit(dev.as_ptr(), access as i32) };
-            match from_err_ptr(p) {
-                // SAFETY: a live ib_umem_odp; its umem is a field of it.
-                Ok(p) => unsafe { core::ptr::addr_of_mut!((*p).umem) },
-                Err(_) => p.cast(),
-            }
+            umem_of(p)
         };
         // INVARIANT: an implicit root, kept with its mm.
         let root = UmemRef::get(get, mm)?;
-        let totals = Arc::new(
-            Totals {
-                faulted: AtomicU64::new(0),
-                faults: AtomicU64::new(0),
-                invalidated: AtomicU64::new(0),
-                invalidations: AtomicU64::new(0),
-                up: events,
-            },
-            GFP_KERNEL,
-        )?;
+        let totals = Arc::new(Tally::new(events), GFP_KERNEL)?;
         let inner = KBox::pin_init(
             pin_init!(Inner {
                 children <- new_spinlock_bh!(KVVec::new(), "oxe_implicit_children"),
@@ -289,11 +253,10 @@ impl ImplicitOdp {
         }
         // (`index` is below USER_END >> CHILD_SHIFT: no overflow.)
         let addr = index << CHILD_SHIFT;
-        let at = core::mem::offset_of!(b::ib_umem_odp, umem);
         // SAFETY: the root is an implicit ib_umem_odp whose mm is grabbed
         // (type invariant), live while `self` is.
         let odp = unsafe {
-            let root = self.root.as_ptr().cast::<u8>().sub(at).cast();
+            let root = odp_of(self.root.as_ptr());
             let events: Arc<dyn OdpEvents> = self.inner.totals.clone();
             OdpUmem::child(root, addr, CHILD_SIZE, events)?
         };
@@ -384,13 +347,7 @@ impl ImplicitOdp {
     /// What faults and invalidations did to the children since
     /// registration (freed children included).
     pub(crate) fn history(&self) -> History {
-        let t = &self.inner.totals;
-        History {
-            faulted_pages: t.faulted.load(Ordering::Relaxed),
-            faults: t.faults.load(Ordering::Relaxed),
-            invalidated_pages: t.invalidated.load(Ordering::Relaxed),
-            invalidations: t.invalidations.load(Ordering::Relaxed),
-        }
+        self.inner.totals.history()
     }
 
     /// Children alive, and the pages they cover.

@@ -52,6 +52,52 @@ pub(crate) struct History {
     pub(crate) invalidations: u64,
 }
 
+/// Counts the events it hears, for an ODP range's (or an implicit MR's)
+/// history, and passes them on.
+pub(super) struct Tally {
+    faulted: AtomicU64,
+    faults: AtomicU64,
+    invalidated: AtomicU64,
+    invalidations: AtomicU64,
+    up: Arc<dyn OdpEvents>,
+}
+
+impl Tally {
+    pub(super) fn new(up: Arc<dyn OdpEvents>) -> Self {
+        Tally {
+            faulted: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
+            invalidated: AtomicU64::new(0),
+            invalidations: AtomicU64::new(0),
+            up,
+        }
+    }
+
+    /// What was heard so far.
+    pub(super) fn history(&self) -> History {
+        History {
+            faulted_pages: self.faulted.load(Ordering::Relaxed),
+            faults: self.faults.load(Ordering::Relaxed),
+            invalidated_pages: self.invalidated.load(Ordering::Relaxed),
+            invalidations: self.invalidations.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl OdpEvents for Tally {
+    fn invalidated(&self, pages: u64) {
+        self.invalidated.fetch_add(pages, Ordering::Relaxed);
+        self.invalidations.fetch_add(1, Ordering::Relaxed);
+        self.up.invalidated(pages);
+    }
+
+    fn faulted(&self, pages: u64) {
+        self.faulted.fetch_add(pages, Ordering::Relaxed);
+        self.faults.fetch_add(1, Ordering::Relaxed);
+        self.up.faulted(pages);
+    }
+}
+
 /// A table entry: the page frame number shifted up, and these flags.
 const PRESENT: usize = 1;
 const WRITABLE: usize = 2;
@@ -89,13 +135,9 @@ pub(super) struct Shared {
     /// One entry per page of the range, from `base` on (0: not present).
     #[pin]
     table: SpinLockBh<KVVec<usize>>,
-    events: Arc<dyn OdpEvents>,
-    /// This range's share of what `events` hears, and the pages
-    /// translated now.
-    faulted: AtomicU64,
-    faults: AtomicU64,
-    invalidated: AtomicU64,
-    invalidations: AtomicU64,
+    /// This range's faults and invalidations, passed on to its owner.
+    events: Tally,
+    /// The pages translated now.
     present: AtomicU64,
     /// Held by a fault from start to end (see `OdpUmem::fault`).
     #[pin]
@@ -191,8 +233,6 @@ unsafe extern "C" fn invalidate(
         };
         b::mutex_unlock(mutex);
         if let Some(shared) = shared.filter(|_| dropped != 0) {
-            shared.invalidated.fetch_add(dropped, Ordering::Relaxed);
-            shared.invalidations.fetch_add(1, Ordering::Relaxed);
             shared.events.invalidated(dropped);
         }
     }
@@ -200,12 +240,24 @@ unsafe extern "C" fn invalidate(
 }
 
 /// The umem inside an ib_umem_odp, or the ERR_PTR as it came.
-fn umem_of(p: *mut b::ib_umem_odp) -> *mut b::ib_umem {
+pub(super) fn umem_of(p: *mut b::ib_umem_odp) -> *mut b::ib_umem {
     match from_err_ptr(p) {
         // SAFETY: a live ib_umem_odp; its umem is a field of it.
         Ok(p) => unsafe { core::ptr::addr_of_mut!((*p).umem) },
         Err(_) => p.cast(),
     }
+}
+
+/// The ib_umem_odp around `umem`.
+///
+/// # Safety
+///
+/// `umem` is the `umem` field of an ib_umem_odp.
+pub(super) unsafe fn odp_of(umem: *mut b::ib_umem) -> *mut b::ib_umem_odp {
+    let at = core::mem::offset_of!(b::ib_umem_odp, umem);
+    // SAFETY: the field lies `at` bytes into its ib_umem_odp (caller
+    // contract).
+    unsafe { umem.cast::<u8>().sub(at).cast() }
 }
 
 impl OdpUmem {
@@ -278,11 +330,7 @@ impl OdpUmem {
         let shared = KBox::pin_init(
             pin_init!(Shared {
                 table <- new_spinlock_bh!(KVVec::new(), "oxe_odp_table"),
-                events,
-                faulted: AtomicU64::new(0),
-                faults: AtomicU64::new(0),
-                invalidated: AtomicU64::new(0),
-                invalidations: AtomicU64::new(0),
+                events: Tally::new(events),
                 present: AtomicU64::new(0),
                 faulting <- kernel::new_mutex!(()),
                 faults_now: AtomicU32::new(0),
@@ -291,12 +339,11 @@ impl OdpUmem {
         )?;
         let umem = UmemRef::get(get, shared)?;
         let shared = umem.keep().map(|s| NonNull::from(&**s)).ok_or(EINVAL)?;
-        let at = core::mem::offset_of!(b::ib_umem_odp, umem);
         // SAFETY: the umem is a field of a live ib_umem_odp (UmemRef
         // invariant, and `get`'s contract); its interval is fixed at
         // creation.
         let (base, last) = unsafe {
-            let odp = umem.as_ptr().cast::<u8>().sub(at).cast::<b::ib_umem_odp>();
+            let odp = odp_of(umem.as_ptr());
             let tree = &(*odp).notifier.interval_tree;
             (tree.start as u64, tree.last as u64)
         };
@@ -341,9 +388,8 @@ impl OdpUmem {
 
     /// The ib_umem_odp around the umem.
     fn odp(&self) -> *mut b::ib_umem_odp {
-        let at = core::mem::offset_of!(b::ib_umem_odp, umem);
         // SAFETY: the umem is a field of an ib_umem_odp (type invariant).
-        unsafe { self.umem.as_ptr().cast::<u8>().sub(at).cast() }
+        unsafe { odp_of(self.umem.as_ptr()) }
     }
 
     fn shared(&self) -> &Shared {
@@ -358,13 +404,7 @@ impl OdpUmem {
 
     /// What faults and invalidations did to the range since registration.
     pub(crate) fn history(&self) -> History {
-        let s = self.shared();
-        History {
-            faulted_pages: s.faulted.load(Ordering::Relaxed),
-            faults: s.faults.load(Ordering::Relaxed),
-            invalidated_pages: s.invalidated.load(Ordering::Relaxed),
-            invalidations: s.invalidations.load(Ordering::Relaxed),
-        }
+        self.shared().events.history()
     }
 
     /// Whether a fault of the range is running (or waiting to) now.
@@ -489,10 +529,7 @@ impl OdpUmem {
             b::mutex_unlock(core::ptr::addr_of_mut!((*odp).umem_mutex));
         }
         if added != 0 {
-            let s = self.shared();
-            s.faulted.fetch_add(added, Ordering::Relaxed);
-            s.faults.fetch_add(1, Ordering::Relaxed);
-            s.events.faulted(added);
+            self.shared().events.faulted(added);
         }
         Ok(())
     }
