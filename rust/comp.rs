@@ -287,9 +287,13 @@ impl Qp {
                 } else {
                     match local.scatter(&p.wr.sges, 0, &orig.orig.to_ne_bytes()) {
                         Ok(()) => wc_status::SUCCESS,
-                        // ODP: dropped, as if lost; the fault is queued and
-                        // the retransmit timer asks again (crate::odp).
-                        Err(LocalErr::Fault) => return,
+                        // ODP: processed again once the fault has run; a
+                        // second miss drops it, as if lost, and the
+                        // retransmit timer asks again (crate::odp).
+                        Err(LocalErr::Fault) => {
+                            q.resp.odp_retry = !q.resp.odp_last_try;
+                            return;
+                        }
                         Err(_) => wc_status::LOC_PROT_ERR,
                     }
                 };
@@ -338,6 +342,7 @@ impl Qp {
                 } else if let Err(e) = local.scatter(&p.wr.sges, off.into(), r.payload) {
                     // ODP: as for an atomic's result above.
                     if e == LocalErr::Fault {
+                        q.resp.odp_retry = !q.resp.odp_last_try;
                         return;
                     }
                     p.done = true;

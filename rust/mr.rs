@@ -16,7 +16,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::memory::Memory;
 use crate::ib::mr::{MrInfo, MrKeys, Rereg};
 use crate::ib::objects::PdId;
-use crate::ib::odp::OdpUmem;
+use crate::ib::odp::{FaultMode, OdpUmem};
 use crate::ib::umem::Umem;
 use crate::limits::{self, Kind};
 use crate::oxe_core::abi::OxeRegMrResp;
@@ -300,18 +300,24 @@ impl Mr {
         Ok(f(&st.pages.mem, off))
     }
 
-    /// Brings `[iova, iova + len)` of an ODP MR in (writable if `write`;
-    /// with `fault` false only what is mapped already). Sleeps: process
-    /// context. EINVAL for an MR that is not ODP, EFAULT out of range.
-    pub(crate) fn fault(&self, iova: u64, len: u64, write: bool, fault: bool) -> Result {
-        let (mem, off) = {
+    /// Brings `[iova, iova + len)` of an ODP MR in (writable if `write`),
+    /// as `mode` says. Sleeps: process context. EINVAL for an MR that is
+    /// not ODP, EFAULT out of range.
+    pub(crate) fn fault(&self, iova: u64, len: u64, write: bool, mode: FaultMode) -> Result {
+        let (mem, off, len) = {
             let st = self.state.lock();
+            // Read-ahead stops at the MR's end; anything else must lie
+            // inside.
+            let len = match mode {
+                FaultMode::Ahead => len.min(st.range.end().saturating_sub(iova)),
+                _ => len,
+            };
             if st.revoked || !st.range.contains(iova, len) {
                 return Err(EFAULT);
             }
-            (st.pages.mem.clone(), iova - st.range.iova())
+            (st.pages.mem.clone(), iova - st.range.iova(), len)
         };
-        mem.fault(off, len, write, fault)
+        mem.fault(off, len, write, mode)
     }
 
     /// Whether `[iova, iova + len)` lies inside the MR.

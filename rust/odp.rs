@@ -3,29 +3,30 @@
 //! On-demand paging, the driver's side. The data path meets an ODP page
 //! that is not translated in softirq, or under a QP's lock, where a fault
 //! (which sleeps) cannot be taken. It queues the fault here and backs off
-//! without completing anything, in the way its side of the wire allows:
+//! without doing anything of what missed:
 //!
-//! * the responder answers RNR NAK (IBTA 9.7.5.2.8). The requester waits
-//!   out the responder's RNR timer and sends again, once: the fault is
-//!   taken in between, so a miss costs one NAK, not a storm. A request that
-//!   keeps missing (its pages invalidated again each time) spends the
-//!   requester's RNR retry count and fails with RNR_RETRY_EXC_ERR: bounded,
-//!   as IBTA bounds any RNR wait. This is how ODP hardware answers a
-//!   responder page fault too.
-//! * the completer drops a response it cannot place: the requester's
-//!   retransmit timer resends the request, as after any loss.
-//! * the requester pauses the QP for a tick, as an RNR wait does, and
-//!   sends the WQE once the fault has run.
-//! * a datagram (UD) cannot be NAKed: its receive WQE is checked before it
-//!   is taken, and a miss sends the datagram to its QP's backlog, whose
-//!   drain takes the fault in process context and places it then
-//!   (`crate::recv`).
-//! * UC has no NAK either, and a lost packet costs the whole message
-//!   (IBTA 9.8: the responder drops it silently). A UC packet that
-//!   misses goes to the backlog too, unprocessed, and the packets after it
-//!   queue behind it; the drain faults and processes it again, so a cold
-//!   page costs a trip through process context, not the message. A packet
-//!   that misses again there is dropped, as the network would drop it.
+//! * a packet that misses (an RC or UC request, a datagram, a READ
+//!   response or atomic result for the completer) goes to its QP's
+//!   backlog as it came, and the packets after it queue behind it. The
+//!   backlog's drain runs the fault in process context and processes the
+//!   packet again. So a cold page costs a trip through process context,
+//!   not a NAK: no RNR timer, no resending of all that followed (RC), no
+//!   lost message (UC, which has no NAK, and loses the whole message with
+//!   a packet, IBTA 9.8), no lost datagram.
+//! * a packet that misses again there (its pages invalidated once more in
+//!   between) gets what its transport does for any missing resource: an
+//!   RC request is answered RNR NAK (IBTA 9.7.5.2.8), and the requester
+//!   sends it again after the RNR timer, spending its RNR retry count, so
+//!   a request that keeps missing fails with RNR_RETRY_EXC_ERR: bounded,
+//!   as IBTA bounds any RNR wait, and never a storm. A response is
+//!   dropped, as if lost, and the requester's retransmit timer asks
+//!   again; a UC packet or a datagram is dropped.
+//! * the requester, whose gather missed, stops sending; the QP's work
+//!   runs the fault once it has let go of the QP, and sends again.
+//!
+//! A fault brings in what the access needed, then reads ahead the rest of
+//! its message (of the SGE, or of the RDMA WRITE), up to [`AHEAD_MAX`],
+//! best effort: one miss per message, not one per packet.
 //!
 //! The faults run in the device's work item, in process context. A range
 //! with nothing mapped is marked failed, and the access that wanted it
@@ -41,6 +42,7 @@ use crate::counters::inc;
 use crate::device::OxeDevice;
 use crate::ib::mr::Advice;
 use crate::ib::objects::PdId;
+use crate::ib::odp::FaultMode;
 use crate::mr::Mr;
 use crate::oxe_core::AccessOp;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -100,13 +102,22 @@ pub(crate) struct Fault {
     mr: Arc<Mr>,
     iova: u64,
     len: u64,
+    /// Bytes past the range that the access's message goes on to need:
+    /// faulted after it, best effort (FaultMode::Ahead), so that one miss
+    /// brings a message's pages in, not one packet's.
+    ahead: u64,
     write: bool,
-    /// Fault pages in (false: take only what is mapped, for a
-    /// PREFETCH_NO_FAULT advice).
-    fault: bool,
+    /// Demand for the data path's misses; Mapped for a PREFETCH_NO_FAULT
+    /// advice.
+    mode: FaultMode,
     /// When the data path missed (none for a prefetch).
     missed: Option<Instant<Monotonic>>,
 }
+
+/// Read-ahead of a fault stops after this many bytes: a message's pages
+/// come in a few faults, and a large receive buffer that a short message
+/// lands in costs no more than this.
+const AHEAD_MAX: u64 = 1 << 20;
 
 /// Faults waiting for the device's work. Bounded: a request whose fault
 /// was not queued asks again when it is retried.
@@ -114,15 +125,17 @@ const MAX_PENDING: usize = 64;
 
 impl OxeDevice {
     /// Queues a fault of `[iova, iova + len)` of `mr` (for writing if
-    /// `write`) for the device's work. Any context.
-    pub(crate) fn fault_later(&self, mr: &Arc<Mr>, iova: u64, len: u64, write: bool) {
+    /// `write`) for the device's work, and read-ahead of the `ahead` bytes
+    /// after it that the access's message goes on to touch. Any context.
+    pub(crate) fn fault_later(&self, mr: &Arc<Mr>, iova: u64, len: u64, ahead: u64, write: bool) {
         inc(&self.counters.odp_faults);
         self.queue_fault(Fault {
             mr: mr.clone(),
             iova,
             len,
+            ahead: ahead.min(AHEAD_MAX),
             write,
-            fault: true,
+            mode: FaultMode::Demand,
             missed: Some(Instant::now()),
         });
     }
@@ -171,7 +184,11 @@ impl OxeDevice {
             // A range with nothing mapped is marked failed (crate::ib::odp),
             // and the access that wanted it then fails as a bad address
             // would; another failure leaves it untranslated, to try again.
-            let _ = f.mr.fault(f.iova, f.len, f.write, f.fault);
+            let r = f.mr.fault(f.iova, f.len, f.write, f.mode);
+            if r.is_ok() && f.ahead != 0 {
+                let _ =
+                    f.mr.fault(f.iova + f.len, f.ahead, f.write, FaultMode::Ahead);
+            }
             if let Some(t) = f.missed {
                 f.mr.faults.waited(t);
             }
@@ -183,6 +200,10 @@ impl OxeDevice {
     /// Anything else is EINVAL, before anything is prefetched.
     pub(crate) fn advise_mr(&self, pd: PdId, ranges: &[(u32, u64, u32)], advice: Advice) -> Result {
         inc(&self.counters.odp_prefetch);
+        let mode = match advice.fault {
+            true => FaultMode::Demand,
+            false => FaultMode::Mapped,
+        };
         let mut mrs = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
         for &(lkey, addr, len) in ranges {
             let mr = self.keys.lookup(lkey).ok_or(EINVAL)?;
@@ -200,14 +221,15 @@ impl OxeDevice {
         for (mr, addr, len) in mrs {
             mr.faults.prefetches.fetch_add(1, Ordering::Relaxed);
             if advice.sync {
-                mr.fault(addr, len, advice.write, advice.fault)?;
+                mr.fault(addr, len, advice.write, mode)?;
             } else {
                 self.queue_fault(Fault {
                     mr,
                     iova: addr,
                     len,
+                    ahead: 0,
                     write: advice.write,
-                    fault: advice.fault,
+                    mode,
                     missed: None,
                 });
             }

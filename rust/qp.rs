@@ -91,6 +91,10 @@ pub(crate) struct Req {
     pub(crate) deadline: Option<u64>,
     /// RNR NAK back-off: no sending before this (jiffies).
     pub(crate) rnr_until: Option<u64>,
+    /// A gather missed an ODP page and queued its fault: nothing more is
+    /// sent until the QP's work, once it has let go of the QP, has run
+    /// the fault (`Qp::run_work`).
+    pub(crate) faulted: bool,
     /// Reads and atomics outstanding.
     pub(crate) rd_out: u32,
     /// A gap in read responses was answered by a retry; cleared on progress.
@@ -146,6 +150,10 @@ pub(crate) struct Resp {
     /// (the faults are queued): `process` hands it back for another go
     /// from process context (`crate::recv`). Set and taken under the lock.
     pub(crate) odp_retry: bool,
+    /// The packet being processed is that other go: a miss now is
+    /// answered as the transport answers any missing resource (an RC
+    /// request's RNR NAK, a dropped response or datagram), not retried.
+    pub(crate) odp_last_try: bool,
 }
 
 /// What the responder keeps of a READ or an atomic it executed, so that a
@@ -516,9 +524,15 @@ impl Qp {
             .into_iter()
             .flatten()
             .min();
+        let faulted = core::mem::take(&mut q.req.faulted);
         drop(q);
         self.req_txq.send_all();
-        if let Some(t) = next {
+        if faulted {
+            // Process context, no lock held: the fault runs here, and the
+            // WQE goes out again as soon as it is done.
+            drv.run_faults();
+            self.kick();
+        } else if let Some(t) = next {
             self.kick_after(t.saturating_sub(work::jiffies()).max(1));
         }
     }
@@ -612,6 +626,7 @@ impl Qp {
         q.req.rd_out = 0;
         q.req.deadline = None;
         q.req.rnr_until = None;
+        q.req.faulted = false;
         if let Some(r) = q.resp.recv.take() {
             let c = wr::cqe(
                 self.qpn(),

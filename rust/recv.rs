@@ -103,7 +103,7 @@ impl OxeDevice {
                 // A datagram whose ODP receive buffer was not there, or a
                 // UC packet whose ODP page was not, goes to the backlog,
                 // whose drain takes the fault and processes it again.
-                if !(self.accept(bytes, l4, &p) && qp.process(self, &p)) {
+                if !(self.accept(bytes, l4, &p) && qp.process(self, &p, false)) {
                     return;
                 }
                 qp
@@ -193,9 +193,10 @@ impl Qp {
         p.info.operation == Operation::RdmaReadRequest || p.payload.len() >= STEER_MIN_PAYLOAD
     }
 
-    /// Processes one packet; true for a datagram or a UC packet to try
-    /// again once its ODP faults have run (nothing of it was done).
-    fn process(&self, drv: &OxeDevice, p: &Packet<'_>) -> bool {
+    /// Processes one packet; true for a packet to try again once its ODP
+    /// faults have run (nothing of it was done), unless this is
+    /// `last_try`.
+    fn process(&self, drv: &OxeDevice, p: &Packet<'_>, last_try: bool) -> bool {
         // A packet of another transport than the QP's is invalid (IBTA
         // 9.6.1.5 C9-44): silently dropped.
         let ours = matches!(
@@ -209,6 +210,7 @@ impl Qp {
             return false;
         }
         let mut q = self.lock();
+        q.resp.odp_last_try = last_try;
         // A connected QP talks to one peer: a packet from anyone else, or
         // to another of this host's addresses, is not on its path and is
         // dropped before its PSN or AETH are looked at (IBTA 9.6.1: a
@@ -245,13 +247,16 @@ impl Qp {
             };
             if let Some((bytes, l4)) = skb.bytes() {
                 if let Some(p) = parse(bytes, l4).filter(|p| drv.accept(bytes, l4, p)) {
-                    // A datagram or UC packet that found an ODP page
-                    // missing: the faults are taken here, in process
-                    // context, and it is placed then, or dropped if it
-                    // misses again (UC then drops the rest of its message).
-                    if self.process(drv, &p) {
+                    // A packet that found an ODP page missing: the faults
+                    // are taken here, in process context, and it is
+                    // processed again. If it misses once more, its
+                    // transport's answer to a missing resource stands:
+                    // RNR NAK for an RC request; a UC packet, a datagram
+                    // or a response is dropped (UC then drops the rest of
+                    // its message; an RC requester asks again).
+                    if self.process(drv, &p, false) {
                         drv.run_faults();
-                        if self.process(drv, &p) {
+                        if self.process(drv, &p, true) {
                             crate::counters::inc(&drv.counters.rx_dropped);
                         }
                     }
@@ -282,7 +287,7 @@ impl OxeDevice {
                 // A group member whose ODP buffer misses loses the datagram
                 // (its fault is queued for the next one).
                 self.mcast.for_each_member(&mgid, |qp| {
-                    qp.process(self, p);
+                    qp.process(self, p, false);
                 })
             });
         crate::counters::inc(if delivered {

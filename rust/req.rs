@@ -297,7 +297,7 @@ impl Qp {
         }
         let mut budget = BUDGET;
         let mut i = 0;
-        while budget > 0 && q.state == QpState::Rts && q.req.rnr_until.is_none() {
+        while budget > 0 && q.state == QpState::Rts && q.req.rnr_until.is_none() && !q.req.faulted {
             if i == q.req.pending.len() && !self.fetch(drv, q) {
                 break;
             }
@@ -527,11 +527,10 @@ impl Qp {
         );
         match res {
             Ok(()) => {}
-            // ODP: the fault is queued; the QP waits a tick, as for an RNR
-            // NAK, and sends this packet then (crate::odp).
+            // ODP: the fault is queued; the QP's work runs it and sends
+            // this packet then (crate::odp).
             Err(TxError::Fill(LocalErr::Fault)) => {
-                q.req.rnr_until = Some(work::jiffies() + 1);
-                self.kick_after(1);
+                q.req.faulted = true;
                 return Ok(());
             }
             Err(TxError::Fill(LocalErr::Len)) => return Err(wc_status::LOC_LEN_ERR),

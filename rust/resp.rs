@@ -178,6 +178,13 @@ impl Qp {
                 }
             }
             Verdict::Answered => {}
+            // ODP: nothing of the request was done. It goes to the QP's
+            // backlog as it came, the packets after it queue behind it,
+            // and the drain runs its fault and processes it again
+            // (crate::odp): a cold page costs a trip through process
+            // context, not an RNR wait and the resending of all that
+            // followed. Only a request that misses again is NAKed.
+            Verdict::Fault if !q.resp.odp_last_try => q.resp.odp_retry = true,
             Verdict::Rnr | Verdict::Fault => {
                 let timer = q.attr.min_rnr_timer;
                 self.send_ack(drv, q, psn, Syndrome::RnrNak { timer });
@@ -439,7 +446,7 @@ impl Qp {
             {
                 return Verdict::Fatal(NakCode::RemoteAccessError);
             }
-            match remote.write(mr, w.va + w.off, p.payload) {
+            match remote.write(mr, w.va + w.off, p.payload, w.len - w.off - n) {
                 Ok(()) => {}
                 Err(Denied::Fault) => return Verdict::Fault,
                 Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),

@@ -105,7 +105,7 @@ impl Local<'_> {
             let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |pages, o| {
                 pages.write(o, piece)
             });
-            self.placed(&mr, addr, n, true, r)
+            self.placed(&mr, addr, n, rest_of(sge, in_sge, n), true, r)
         })
     }
 
@@ -125,24 +125,25 @@ impl Local<'_> {
             let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalRead, |pages, o| {
                 pages.read(o, piece)
             });
-            self.placed(&mr, addr, n, false, r)
+            self.placed(&mr, addr, n, rest_of(sge, in_sge, n), false, r)
         })
     }
 
     /// The outcome of a copy to or from `[addr, addr + n)` of `mr`: an ODP
-    /// miss queues the fault.
+    /// miss queues the fault, with the `ahead` bytes of the SGE after it.
     fn placed(
         &self,
         mr: &Arc<Mr>,
         addr: u64,
         n: usize,
+        ahead: u64,
         write: bool,
         r: core::result::Result<Result<()>, Denied>,
     ) -> Result<(), LocalErr> {
         match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) if e == EAGAIN => {
-                self.drv.fault_later(mr, addr, n as u64, write);
+                self.drv.fault_later(mr, addr, n as u64, ahead, write);
                 Err(LocalErr::Fault)
             }
             _ => Err(LocalErr::Prot),
@@ -166,7 +167,7 @@ impl Local<'_> {
             let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |p, o| {
                 p.probe(o, n as u64, true)
             });
-            match self.placed(&mr, addr, n, true, r) {
+            match self.placed(&mr, addr, n, 0, true, r) {
                 Err(LocalErr::Fault) => Err(LocalErr::Fault),
                 _ => Ok(()),
             }
@@ -194,6 +195,12 @@ impl Local<'_> {
         }
         Ok(())
     }
+}
+
+/// The bytes of `sge` after a piece of `n` bytes at `in_sge`: what a
+/// fault reads ahead for the rest of the SGE.
+fn rest_of(sge: &OxeSge, in_sge: u64, n: usize) -> u64 {
+    u64::from(sge.length).saturating_sub(in_sge + n as u64)
 }
 
 /// A remote peer's access through an rkey, checked; `Err` is a remote
@@ -285,13 +292,14 @@ impl Remote<'_> {
         Ok(Target { mr, window: None })
     }
 
-    /// Writes `data` at `va` through `t` (checked again, under the MR lock).
-    pub(crate) fn write(&self, t: &Target, va: u64, data: &[u8]) -> Result<(), Denied> {
+    /// Writes `data` at `va` through `t` (checked again, under the MR
+    /// lock); `ahead` bytes of the message follow it.
+    pub(crate) fn write(&self, t: &Target, va: u64, data: &[u8], ahead: u64) -> Result<(), Denied> {
         let len = data.len() as u64;
         let r = t.access(self.pd, va, len, AccessOp::RemoteWrite, |p, o| {
             p.write(o, data)
         })?;
-        self.placed(t, va, len, true, r, Denied::Bounds)
+        self.placed(t, (va, len, ahead), true, r, Denied::Bounds)
     }
 
     /// Reads `out.len()` bytes at `va` through `t`.
@@ -300,7 +308,7 @@ impl Remote<'_> {
         let r = t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
             p.read(o, out)
         })?;
-        self.placed(t, va, len, false, r, Denied::Bounds)
+        self.placed(t, (va, len, 0), false, r, Denied::Bounds)
     }
 
     /// Checks that `[va, va + len)` through `t` is translated now for
@@ -309,7 +317,7 @@ impl Remote<'_> {
         let r = t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
             p.probe(o, len, false)
         })?;
-        self.placed(t, va, len, false, r, Denied::Bounds)
+        self.placed(t, (va, len, 0), false, r, Denied::Bounds)
     }
 
     /// Stores 8 bytes at `va` (8-byte aligned) as one store, atomic against
@@ -318,16 +326,16 @@ impl Remote<'_> {
         let r = t.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
             p.atomic_store(o, value)
         })?;
-        self.placed(t, va, 8, true, r, Denied::Alignment)
+        self.placed(t, (va, 8, 0), true, r, Denied::Alignment)
     }
 
-    /// The outcome of an access through `t`: an ODP miss queues the fault
-    /// and is [`Denied::Fault`]; any other failure is `other`.
+    /// The outcome of an access to `len` bytes at `va` through `t`, with
+    /// `ahead` bytes of its message after them: an ODP miss queues the
+    /// fault and is [`Denied::Fault`]; any other failure is `other`.
     fn placed<R>(
         &self,
         t: &Target,
-        va: u64,
-        len: u64,
+        (va, len, ahead): (u64, u64, u64),
         write: bool,
         r: Result<R>,
         other: Denied,
@@ -335,7 +343,8 @@ impl Remote<'_> {
         match r {
             Ok(v) => Ok(v),
             Err(e) if e == EAGAIN => {
-                self.drv.fault_later(&t.mr, t.mr_iova(va), len, write);
+                self.drv
+                    .fault_later(&t.mr, t.mr_iova(va), len, ahead, write);
                 Err(Denied::Fault)
             }
             Err(_) => Err(other),
@@ -354,6 +363,6 @@ impl Remote<'_> {
         let r = t.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
             p.atomic(o, cas, cmp_add, swap)
         })?;
-        self.placed(t, va, 8, true, r, Denied::Alignment)
+        self.placed(t, (va, 8, 0), true, r, Denied::Alignment)
     }
 }

@@ -24,7 +24,7 @@
 //! fill the MR for good.
 
 use super::lock::{new_spinlock_bh, SpinLockBh};
-use super::odp::{odp_of, umem_of, History, OdpEvents, OdpUmem, Tally};
+use super::odp::{odp_of, umem_of, FaultMode, History, OdpEvents, OdpUmem, Tally};
 use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ops::Range;
@@ -221,16 +221,16 @@ impl ImplicitOdp {
         })
     }
 
-    /// Brings `[addr, addr + len)` in (writable if `write`; only what is
-    /// mapped already without `fault`), creating the children it needs.
-    /// Sleeps: process context, any process.
-    pub(crate) fn fault(&self, addr: u64, len: u64, write: bool, fault: bool) -> Result {
+    /// Brings `[addr, addr + len)` in (writable if `write`) as `mode`
+    /// says, creating the children it needs. Sleeps: process context, any
+    /// process.
+    pub(crate) fn fault(&self, addr: u64, len: u64, write: bool, mode: FaultMode) -> Result {
         for p in Pieces::of(addr, len)? {
             let odp = match self.child(p.index) {
                 Some(odp) => odp,
                 None => self.create(p.index)?,
             };
-            odp.fault(p.offset(), p.end - p.at, write, fault)?;
+            odp.fault(p.offset(), p.end - p.at, write, mode)?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 //! process context.
 
 use super::implicit_odp::ImplicitOdp;
-use super::odp::{History, OdpUmem};
+use super::odp::{FaultMode, History, OdpUmem};
 use super::umem::Umem;
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -109,14 +109,13 @@ impl Memory {
         }
     }
 
-    /// Brings `[off, off + len)` of ODP memory in (writable if `write`;
-    /// with `fault` false only what is mapped already). Sleeps: process
-    /// context. EINVAL for pinned memory.
-    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, fault: bool) -> Result {
+    /// Brings `[off, off + len)` of ODP memory in (writable if `write`),
+    /// as `mode` says. Sleeps: process context. EINVAL for pinned memory.
+    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, mode: FaultMode) -> Result {
         match self {
             Memory::Pinned(_) => Err(EINVAL),
-            Memory::Odp(o) => o.fault(off, len, write, fault),
-            Memory::Implicit(i) => i.fault(off, len, write, fault),
+            Memory::Odp(o) => o.fault(off, len, write, mode),
+            Memory::Implicit(i) => i.fault(off, len, write, mode),
         }
     }
 

@@ -146,6 +146,21 @@ pub(super) struct Shared {
     faults_now: AtomicU32,
 }
 
+/// What a fault does about pages that are not translated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultMode {
+    /// Faults them in; a page that cannot be had is marked failed, and
+    /// the access that wanted it fails.
+    Demand,
+    /// Faults them in, best effort: read-ahead past what an access needs
+    /// (the rest of its message). A page that cannot be had stays as it
+    /// was, untranslated and unmarked, for its own access to decide.
+    Ahead,
+    /// Takes only what the process has mapped already, faulting nothing
+    /// (IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT).
+    Mapped,
+}
+
 /// A failed fault is searched page by page for the pages that cannot be
 /// had only up to this many pages.
 const REFINE_PAGES: u64 = 16;
@@ -418,10 +433,9 @@ impl OdpUmem {
     }
 
     /// Brings bytes `[off, off + len)` of the range in (writable if
-    /// `write`) and into the table. Sleeps: process context only. With
-    /// `fault` false, only what is already mapped is taken, nothing
-    /// faulted (IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT).
-    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, fault: bool) -> Result {
+    /// `write`) and into the table, as `mode` says. Sleeps: process
+    /// context only.
+    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, mode: FaultMode) -> Result {
         let end = off
             .checked_add(len)
             .filter(|&e| e <= self.len)
@@ -438,9 +452,9 @@ impl OdpUmem {
             s.faults_now.fetch_sub(1, Ordering::Relaxed);
         });
         let _one = s.faulting.lock();
-        let r = self.fault_locked(off, end, write, fault);
+        let r = self.fault_locked(off, end, write, mode != FaultMode::Mapped);
         let err = match r {
-            Err(e) if fault && (e == EFAULT || e == EPERM || e == EINVAL) => e,
+            Err(e) if mode == FaultMode::Demand && (e == EFAULT || e == EPERM || e == EINVAL) => e,
             r => return r,
         };
         // Nothing mapped there (EFAULT), no write permission (EPERM), or
