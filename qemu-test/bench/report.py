@@ -5,7 +5,8 @@
 
 Every figure is a ratio of oxe to rxe measured in the same guest in the same
 run: absolute numbers under TCG mean little. Inputs: bench-mr-{oxe0,rxe0}.json
-(mr_bench) and bench-perf-{oxe,rxe}.json (suite_bench_perf); a side that could
+(mr_bench), bench-touch-{oxe0,rxe0}.json (mr_bench --touch: ODP faults on the
+data path) and bench-perf-{oxe,rxe}.json (suite_bench_perf); a side that could
 not run is reported as missing, never as a failure.
 """
 import json
@@ -64,6 +65,30 @@ def mr_section(results):
     return {"reg_dereg": rows, "rereg_access": rereg, "odp_reg_dereg": odp}
 
 
+def touch_section(results):
+    """ODP on the data path: first-touch bandwidth against rxe's (target
+    >= 1.5x), steady-state ODP against pinned on oxe (target >= 0.9x), and
+    what a first-touch fault adds to a 4 KiB WRITE."""
+    oxe, rxe = load(results / "bench-touch-oxe0.json"), load(results / "bench-touch-rxe0.json")
+    if not oxe:
+        return None
+    rows = []
+    for op in ("write", "read"):
+        o, r = oxe[f"{op}_mbs"], (rxe or {}).get(f"{op}_mbs", {})
+        first = o["odp_first_touch"] / r["odp_first_touch"] if r.get("odp_first_touch") else None
+        steady = o["odp_present"] / o["pinned"]
+        rows.append({"op": op, "oxe": o, "rxe": r or None,
+                     "first_touch_over_rxe": first and round(first, 2), "first_touch_met": first and first >= 1.5,
+                     "present_over_pinned": round(steady, 2), "present_met": steady >= 0.9})
+    lat = {}
+    for name, d in (("oxe", oxe), ("rxe", rxe)):
+        if d:
+            l = d["write_4k_lat_us"]
+            lat[name] = {**l, "added_us": round(l["odp_first_touch"] - l["pinned"], 1)}
+    wrong = {name: d.get("data_wrong", []) for name, d in (("oxe", oxe), ("rxe", rxe)) if d}
+    return {"message_bytes": oxe["message_bytes"], "rows": rows, "write_4k_lat_us": lat, "data_wrong": wrong}
+
+
 def perf_side(results, typ):
     """A device type's perftest medians, or (None, reason) if it did not run."""
     d = load(results / f"bench-perf-{typ}.json")
@@ -93,7 +118,30 @@ def fmt(v, nd=1):
     return "missing" if v is None else f"{v:.{nd}f}"
 
 
-def markdown(mr, perf):
+def touch_markdown(touch):
+    if not touch:
+        return ["", "ODP first touch: missing (bench-touch-oxe0.json absent)"]
+    yes = {True: "yes", False: "no", None: "—"}
+    md = ["", f"| ODP on the data path, {touch['message_bytes'] >> 10} KiB messages, MB/s | oxe pinned | "
+          "oxe ODP present | present/pinned (≥ 0.9) | oxe ODP first touch | rxe ODP first touch | "
+          "oxe/rxe (≥ 1.5) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in touch["rows"]:
+        o, x = r["oxe"], r["rxe"] or {}
+        md.append(f"| RDMA {r['op'].upper()} | {o['pinned']:.1f} | {o['odp_present']:.1f} | "
+                  f"{r['present_over_pinned']:.2f} {yes[r['present_met']]} | {o['odp_first_touch']:.1f} | "
+                  f"{fmt(x.get('odp_first_touch'))} | {fmt(r['first_touch_over_rxe'], 2)} "
+                  f"{yes[r['first_touch_met']]} |")
+    md += ["", "| 4 KiB WRITE latency, median µs | pinned | ODP first touch | added by the fault |",
+           "|---|---:|---:|---:|"]
+    for name, l in touch["write_4k_lat_us"].items():
+        md.append(f"| {name} | {l['pinned']:.1f} | {l['odp_first_touch']:.1f} | {l['added_us']:.1f} |")
+    for name, wrong in touch["data_wrong"].items():
+        if wrong:
+            md.append(f"\n{name}: the data arrived wrong in {', '.join(wrong)}")
+    return md
+
+
+def markdown(mr, perf, touch):
     md = []
     if mr:
         md += ["| reg+dereg (pre-touched) | oxe µs | rxe µs | oxe/rxe |", "|---|---:|---:|---:|"]
@@ -110,6 +158,7 @@ def markdown(mr, perf):
                f"{fmt(o['rxe_odp_us'])} | {o['oxe_over_rxe'] if o['oxe_over_rxe'] is not None else '—'} |"]
     else:
         md += ["MR registration: missing (bench-mr-oxe0.json or bench-mr-rxe0.json absent)"]
+    md += touch_markdown(touch)
     md += ["", "| perftest, A on veth0 -> B in netns peer | oxe | rxe | oxe/rxe | target | met |",
            "|---|---:|---:|---:|---:|---|"]
     for r in perf["rows"]:
@@ -183,17 +232,19 @@ def plot(results, mr, perf):
 
 def main(results):
     results = Path(results)
-    mr, perf = mr_section(results), perf_section(results)
+    mr, perf, touch = mr_section(results), perf_section(results), touch_section(results)
     bench = {
         "mr": mr,
+        "odp_touch": touch,
         "perf": perf,
         "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1,
+                    "odp_first_touch_over_rxe": ">= 1.5", "odp_present_over_pinned": ">= 0.9",
                     **{f"{k}_ratio": f"{op} {t}" for k, _, _, op, t in PERF}},
         "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap; "
                 "perftest MB/s are 2^20 bytes per second",
     }
     (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
-    md = markdown(mr, perf)
+    md = markdown(mr, perf, touch)
     (results / "bench.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     plot(results, mr, perf)

@@ -65,6 +65,12 @@ bench)
     for d in oxe0 rxe0; do
         run_suite "bench_mr_$d" "$OXE_TOP/build/mr_bench" "$d" "$OXE_RESULTS/bench-mr-$d.json"
     done
+    # ODP first touch, over a QP pair of each device connected to itself
+    # (rxe0 lives in netns peer, with its address).
+    run_suite bench_touch_oxe0 "$OXE_TOP/build/mr_bench" --touch oxe0 \
+        "$(gid_index oxe0 10.11.0.1)" "$OXE_RESULTS/bench-touch-oxe0.json"
+    run_suite bench_touch_rxe0 ip netns exec peer "$OXE_TOP/build/mr_bench" --touch rxe0 \
+        "$(gid_index rxe0 10.11.0.2)" "$OXE_RESULTS/bench-touch-rxe0.json"
     # perftest pairs, the two types taking turns (both bind UDP 4791). oxe is
     # optional: without its data path it is recorded as missing.
     run_suite bench_perf suite_bench_perf oxe:optional rxe
