@@ -9,9 +9,9 @@
 
 use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
+use crate::ib::chunked_odp::{ChunkedOdp, CHILD_SIZE};
 use crate::ib::device::IbDev;
 use crate::ib::error::from_core;
-use crate::ib::implicit_odp::ImplicitOdp;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::memory::Memory;
 use crate::ib::mr::{MrInfo, MrKeys, Rereg};
@@ -102,10 +102,16 @@ impl Pages {
     ) -> Result<Self> {
         if access.contains(Access::ON_DEMAND) {
             let events: Arc<dyn crate::ib::odp::OdpEvents> = counters.clone();
+            // Chunks but for HUGETLB, which ib_core's children cannot
+            // hold (crate::ib::chunked_odp): registration allocates
+            // nothing per page.
+            let a = access.bits();
             let mem = if implicit(start, len) {
-                Memory::Implicit(ImplicitOdp::new(dev, access.bits(), events)?)
+                Memory::Chunked(ChunkedOdp::implicit(dev, a, events)?)
+            } else if access.contains(Access::HUGETLB) {
+                Memory::Odp(OdpUmem::get(dev, start, len, a, events)?)
             } else {
-                Memory::Odp(OdpUmem::get(dev, start, len, access.bits(), events)?)
+                Memory::Chunked(ChunkedOdp::explicit(dev, start, a, events)?)
             };
             return Ok(Pages {
                 mem: Arc::new(mem, GFP_KERNEL)?,
@@ -130,7 +136,7 @@ impl Pages {
     fn writable(&self) -> bool {
         match &*self.mem {
             Memory::Pinned(u) => u.writable(),
-            Memory::Odp(_) | Memory::Implicit(_) => true,
+            Memory::Odp(_) | Memory::Chunked(_) => true,
         }
     }
 }
@@ -424,33 +430,36 @@ impl Mr {
         writeln!(w, "start    {:#x}", st.start)?;
         let umem = match &*st.pages.mem {
             Memory::Pinned(u) => u,
-            Memory::Odp(o) => {
+            Memory::Odp(_) | Memory::Chunked(_) => {
                 // Faulted in and invalidated as the process and the
-                // device go: how many pages are translated right now.
-                let h = o.history();
-                let (faulted, invalidated) = (h.faulted_pages, h.invalidated_pages);
+                // device go: how many pages are translated right now, and
+                // (chunked) in how many children, made by the faults that
+                // need them and freed when emptied.
+                match &*st.pages.mem {
+                    Memory::Chunked(c) => {
+                        let (children, pages) = c.children();
+                        let kind = if c.is_implicit() { "implicit " } else { "" };
+                        write!(
+                            w,
+                            "pages    {kind}on demand in {children} children of \
+                             {CHILD_SIZE} B ({pages} pages watched)"
+                        )?;
+                    }
+                    m => write!(
+                        w,
+                        "pages    {} x {} B, huge pages on demand",
+                        m.page_count(),
+                        PAGE_SIZE
+                    )?,
+                }
+                let Some(s) = st.pages.mem.odp_stats() else {
+                    return Ok(());
+                };
+                let (faulted, invalidated) = (s.history.faulted_pages, s.history.invalidated_pages);
                 return writeln!(
                     w,
-                    "pages    {} x {} B, on demand, {} present \
-                     ({faulted} faulted in, {invalidated} invalidated so far)",
-                    o.page_count(),
-                    PAGE_SIZE,
-                    o.present()
-                );
-            }
-            Memory::Implicit(i) => {
-                // The address space is watched in children, made by the
-                // faults that need them and freed when emptied.
-                let h = i.history();
-                let (faulted, invalidated) = (h.faulted_pages, h.invalidated_pages);
-                let (children, pages) = i.children();
-                return writeln!(
-                    w,
-                    "pages    implicit on demand: {children} children of {} B \
-                     ({pages} pages watched), {} present \
-                     ({faulted} faulted in, {invalidated} invalidated so far)",
-                    crate::ib::implicit_odp::CHILD_SIZE,
-                    i.present()
+                    ", {} present ({faulted} faulted in, {invalidated} invalidated so far)",
+                    s.present
                 );
             }
         };

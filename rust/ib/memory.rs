@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The memory behind an MR, as the data path sees it: pinned pages, an
-//! on-demand paging range, or an implicit ODP MR's children. All answer
+//! on-demand paging range in one piece (HUGETLB), or in children made on
+//! demand (any other ODP MR, implicit or not). All answer
 //! the same copies and atomics; ODP memory may answer `EAGAIN` (a page is
 //! not translated now), which the driver turns into a fault taken in
 //! process context.
 
-use super::implicit_odp::ImplicitOdp;
+use super::chunked_odp::ChunkedOdp;
 use super::odp::{FaultMode, History, OdpUmem};
 use super::umem::Umem;
 use core::ops::Range;
@@ -16,9 +17,11 @@ use kernel::prelude::*;
 /// An MR's memory.
 pub(crate) enum Memory {
     Pinned(Umem),
+    /// A HUGETLB ODP MR: one umem of huge pages.
     Odp(OdpUmem),
-    /// The whole address space; offsets are addresses.
-    Implicit(ImplicitOdp),
+    /// Any other ODP MR, in children (for an implicit MR, the whole
+    /// address space: offsets are addresses).
+    Chunked(ChunkedOdp),
 }
 
 /// Where byte `off` of a registered range is: (page frame, offset in it,
@@ -43,14 +46,14 @@ impl Memory {
     /// Runs `f` on the parts of bytes `[off, off + len)` (for a write if
     /// `write`), each under what keeps its translation valid: the pin, or
     /// an ODP table's lock (an invalidation then waits for the copy). A
-    /// pinned or explicit ODP range is one part; an implicit MR has a part
+    /// pinned or HUGETLB range is one part; chunked ODP memory has a part
     /// per child. An ODP page (or child) that is not there (writable)
     /// answers `EAGAIN`, and nothing is copied past it.
     fn spans(&self, off: u64, len: usize, write: bool, f: &mut Span<'_>) -> Result {
         match self {
             Memory::Pinned(u) => f(&|o| u.locate(o), off, 0..len),
             Memory::Odp(o) => o.with_pages(|p| f(&|x| p.locate(x, write), off, 0..len)),
-            Memory::Implicit(i) => i.for_each_span(off, len as u64, |child, at, r| {
+            Memory::Chunked(i) => i.for_each_span(off, len as u64, |child, at, r| {
                 child.with_pages(|p| f(&|x| p.locate(x, write), at, r))
             }),
         }
@@ -105,7 +108,7 @@ impl Memory {
         match self {
             Memory::Pinned(_) => Ok(()),
             Memory::Odp(o) => o.probe(off, len, write),
-            Memory::Implicit(i) => i.probe(off, len, write),
+            Memory::Chunked(i) => i.probe(off, len, write),
         }
     }
 
@@ -115,7 +118,7 @@ impl Memory {
         match self {
             Memory::Pinned(_) => Err(EINVAL),
             Memory::Odp(o) => o.fault(off, len, write, mode),
-            Memory::Implicit(i) => i.fault(off, len, write, mode),
+            Memory::Chunked(i) => i.fault(off, len, write, mode),
         }
     }
 
@@ -124,7 +127,7 @@ impl Memory {
         let (implicit, present, history) = match self {
             Memory::Pinned(_) => return None,
             Memory::Odp(o) => (false, o.present(), o.history()),
-            Memory::Implicit(i) => (true, i.present(), i.history()),
+            Memory::Chunked(i) => (i.is_implicit(), i.present(), i.history()),
         };
         Some(OdpStats {
             implicit,
@@ -133,13 +136,13 @@ impl Memory {
         })
     }
 
-    /// PAGE_SIZE pages the memory spans now (for an implicit MR, the
+    /// PAGE_SIZE pages the memory spans now (for chunked memory, the
     /// pages its children cover).
     pub(crate) fn page_count(&self) -> usize {
         match self {
             Memory::Pinned(u) => u.page_count(),
             Memory::Odp(o) => o.page_count(),
-            Memory::Implicit(i) => i.children().1,
+            Memory::Chunked(i) => i.children().1,
         }
     }
 }

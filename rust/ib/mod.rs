@@ -14,13 +14,13 @@
 pub(crate) mod ah;
 pub(crate) mod av;
 pub(crate) mod callback;
+pub(crate) mod chunked_odp;
 pub(crate) mod cq;
 pub(crate) mod crc;
 pub(crate) mod debugfs;
 pub(crate) mod device;
 pub(crate) mod driver;
 pub(crate) mod error;
-pub(crate) mod implicit_odp;
 pub(crate) mod kmem;
 pub(crate) mod link;
 pub(crate) mod lock;

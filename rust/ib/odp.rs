@@ -308,7 +308,7 @@ impl OdpUmem {
     }
 
     /// Watches `[addr, addr + len)` of the process of implicit ODP umem
-    /// `root` (a child of an implicit MR: see `super::implicit_odp`).
+    /// `root` (a child of chunked ODP memory: see `super::chunked_odp`).
     /// Process context, any process.
     ///
     /// # Safety

@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Implicit on-demand paging: one key for the whole address space of a
-//! process (`ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...)`).
+//! On-demand paging in chunks: the memory of an implicit ODP MR (one key
+//! for the whole address space of a process, `ibv_reg_mr(pd, NULL,
+//! SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...)`), and of an explicit one.
 //!
-//! Nothing is known about the range at registration, and a table for all
-//! of it cannot exist. The MR is an implicit root umem (it holds the
-//! process's mm) and a set of children: explicit ODP ranges of
-//! [`CHILD_SIZE`] bytes, aligned, each with its own notifier and table
-//! ([`OdpUmem`]). A child is created by the first fault that needs it, in
-//! process context, and freed once the OS has taken all its pages back
-//! (by the next fault of the MR, which finds it empty). An access finds
-//! its children by address; one that is missing answers `EAGAIN`, as a
-//! missing page does, and the driver's fault creates it.
+//! Nothing is known about an implicit MR's range at registration, and a
+//! table for all of it cannot exist. An explicit MR's table could, but
+//! ib_core's page list and ours cost 16 bytes per page, allocated and
+//! zeroed at registration: more than pinning costs a 1 GiB MR, for an MR
+//! whose point is to cost nothing until it is used. So both are an
+//! implicit root umem (it holds the process's mm) and a set of children:
+//! explicit ODP ranges of [`CHILD_SIZE`] bytes, aligned, each with its own
+//! notifier and table ([`OdpUmem`]). A child is created by the first fault
+//! that needs it, in process context, and freed once the OS has taken all
+//! its pages back (by the next fault of the MR, which finds it empty). An
+//! access finds its children by address; one that is missing answers
+//! `EAGAIN`, as a missing page does, and the driver's fault creates it.
+//! (A HUGETLB MR is one explicit umem still: ib_core's children are of
+//! small pages.)
 //!
 //! The children are 2 MiB: a child costs a table and ib_core's page list
 //! (8 bytes per page each) and a notifier in the mm's interval tree, so
@@ -123,7 +129,7 @@ struct Inner {
     totals: Arc<Tally>,
 }
 
-/// Which children [`ImplicitOdp::reap`] frees.
+/// Which children [`ChunkedOdp::reap`] frees.
 #[derive(Clone, Copy)]
 enum Reap {
     /// Those the OS has taken every page of back.
@@ -135,31 +141,56 @@ enum Reap {
     LeastRecentlyUsed,
 }
 
-/// The memory of an implicit ODP MR.
+/// The memory of an implicit ODP MR, or of an explicit one in chunks.
+/// Offsets into it are bytes from `origin`: addresses, for an implicit MR.
 ///
 /// # Invariants
 ///
 /// `root` is the umem of an ib_umem_odp from `ib_umem_odp_alloc_implicit`,
 /// kept with a reference (mmgrab) on its process's mm.
-pub(crate) struct ImplicitOdp {
+pub(crate) struct ChunkedOdp {
     root: UmemRef<ARef<Mm>>,
     inner: Pin<KBox<Inner>>,
+    /// The address of offset 0: the registered start (0 when implicit).
+    origin: u64,
+    implicit: bool,
 }
 
 // SAFETY: the root is only read (its mm and pid) by ib_core when a child
 // is created; the children are behind a lock.
-unsafe impl Send for ImplicitOdp {}
+unsafe impl Send for ChunkedOdp {}
 // SAFETY: as above.
-unsafe impl Sync for ImplicitOdp {}
+unsafe impl Sync for ChunkedOdp {}
 
-impl ImplicitOdp {
-    /// The implicit MR's memory, for the calling process. `access` is the
-    /// MR's (IB access flags); `events` hears every child's faults and
-    /// invalidations.
-    pub(crate) fn new<D: super::driver::Driver>(
+impl ChunkedOdp {
+    /// An implicit MR's memory: the calling process's address space.
+    /// `access` is the MR's (IB access flags); `events` hears every
+    /// child's faults and invalidations.
+    pub(crate) fn implicit<D: super::driver::Driver>(
         dev: super::device::IbDev<D>,
         access: u32,
         events: Arc<dyn OdpEvents>,
+    ) -> Result<Self> {
+        Self::new(dev, access, events, 0, true)
+    }
+
+    /// An explicit MR's memory, from `start` in the calling process (the
+    /// MR checks its bounds).
+    pub(crate) fn explicit<D: super::driver::Driver>(
+        dev: super::device::IbDev<D>,
+        start: u64,
+        access: u32,
+        events: Arc<dyn OdpEvents>,
+    ) -> Result<Self> {
+        Self::new(dev, access, events, start, false)
+    }
+
+    fn new<D: super::driver::Driver>(
+        dev: super::device::IbDev<D>,
+        access: u32,
+        events: Arc<dyn OdpEvents>,
+        origin: u64,
+        implicit: bool,
     ) -> Result<Self> {
         // ib_core's root only records the mm; children are made from it
         // later, from the device's work, after the registering call has
@@ -177,13 +208,18 @@ impl ImplicitOdp {
         let totals = Arc::new(Tally::new(events), GFP_KERNEL)?;
         let inner = KBox::pin_init(
             pin_init!(Inner {
-                children <- new_spinlock_bh!(KVVec::new(), "oxe_implicit_children"),
+                children <- new_spinlock_bh!(KVVec::new(), "oxe_odp_children"),
                 growing <- kernel::new_mutex!(()),
                 totals,
             }),
             GFP_KERNEL,
         )?;
-        Ok(ImplicitOdp { root, inner })
+        Ok(ChunkedOdp {
+            root,
+            inner,
+            origin,
+            implicit,
+        })
     }
 
     /// The child covering address `index << CHILD_SHIFT`, if there is one.
@@ -195,16 +231,29 @@ impl ImplicitOdp {
         Some(c.odp.clone())
     }
 
-    /// Runs `f` on each child's share of `[addr, addr + len)`: the child,
-    /// the offset in it, and the bytes of the request it holds. A missing
-    /// child is `EAGAIN`, before anything of it runs.
+    /// Whether this is an implicit MR's memory.
+    pub(crate) fn is_implicit(&self) -> bool {
+        self.implicit
+    }
+
+    /// The pieces of the bytes at `[off, off + len)`, and the address of
+    /// the first.
+    fn pieces(&self, off: u64, len: u64) -> Result<(u64, Pieces)> {
+        let addr = self.origin.checked_add(off).ok_or(EFAULT)?;
+        Ok((addr, Pieces::of(addr, len)?))
+    }
+
+    /// Runs `f` on each child's share of bytes `[off, off + len)`: the
+    /// child, the offset in it, and the bytes of the request it holds. A
+    /// missing child is `EAGAIN`, before anything of it runs.
     pub(super) fn for_each_span(
         &self,
-        addr: u64,
+        off: u64,
         len: u64,
         mut f: impl FnMut(&OdpUmem, u64, Range<usize>) -> Result,
     ) -> Result {
-        for p in Pieces::of(addr, len)? {
+        let (addr, pieces) = self.pieces(off, len)?;
+        for p in pieces {
             let odp = self.child(p.index).ok_or(EAGAIN)?;
             let from = usize::try_from(p.at - addr).map_err(|_| EFAULT)?;
             let to = usize::try_from(p.end - addr).map_err(|_| EFAULT)?;
@@ -213,19 +262,19 @@ impl ImplicitOdp {
         Ok(())
     }
 
-    /// Whether every page of `[addr, addr + len)` is translated (writable
-    /// if `write`); `EAGAIN` if not.
-    pub(crate) fn probe(&self, addr: u64, len: u64, write: bool) -> Result {
-        self.for_each_span(addr, len, |odp, off, r| {
+    /// Whether every page of bytes `[off, off + len)` is translated
+    /// (writable if `write`); `EAGAIN` if not.
+    pub(crate) fn probe(&self, off: u64, len: u64, write: bool) -> Result {
+        self.for_each_span(off, len, |odp, off, r| {
             odp.probe(off, (r.end - r.start) as u64, write)
         })
     }
 
-    /// Brings `[addr, addr + len)` in (writable if `write`) as `mode`
+    /// Brings bytes `[off, off + len)` in (writable if `write`) as `mode`
     /// says, creating the children it needs. Sleeps: process context, any
     /// process.
-    pub(crate) fn fault(&self, addr: u64, len: u64, write: bool, mode: FaultMode) -> Result {
-        for p in Pieces::of(addr, len)? {
+    pub(crate) fn fault(&self, off: u64, len: u64, write: bool, mode: FaultMode) -> Result {
+        for p in self.pieces(off, len)?.1 {
             let odp = match self.child(p.index) {
                 Some(odp) => odp,
                 None => self.create(p.index)?,
