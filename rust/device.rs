@@ -259,7 +259,7 @@ impl OxeDevice {
     /// its QP's lock and the receiver may be that same QP.
     pub(crate) fn loopback(&self, pkt: RxPacket) {
         if let Some(q) = self.rxq.as_ref() {
-            q.push(pkt);
+            q.push(pkt, false);
         }
     }
 

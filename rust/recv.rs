@@ -115,7 +115,10 @@ impl OxeDevice {
         }
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
         if let Some(b) = deferred.backlog.as_ref() {
-            b.push(skb);
+            // Steered to another CPU from softirq, where the sender's CPU
+            // runs both ends of a local transfer; from a work item (the
+            // loopback's), the CPU it ran on takes it.
+            b.push(skb, ctx == Context::Work);
         }
     }
 

@@ -436,11 +436,13 @@ struct RxCell {
 }
 
 impl RxCell {
-    /// Queues the drain. A work item already queued or running keeps its
-    /// CPU (the workqueue never runs one item on two CPUs at once), so a
-    /// queue is drained in order, by one CPU at a time.
-    fn kick(&self) {
+    /// Queues the drain (on this CPU if `here`, for a queue steered to
+    /// another one). A work item already queued or running keeps its CPU
+    /// (the workqueue never runs one item on two CPUs at once), so a queue
+    /// is drained in order, by one CPU at a time.
+    fn kick(&self, here: bool) {
         let (q, cpu) = match self.on {
+            DrainOn::OtherCpu if here => (wq(&PER_CPU), b::wq_misc_consts_WORK_CPU_UNBOUND as i32),
             DrainOn::OtherCpu => (wq(&PER_CPU), cpu_after(this_cpu())),
             DrainOn::AnyCpu => (wq(&UNBOUND), b::wq_misc_consts_WORK_CPU_UNBOUND as i32),
         };
@@ -513,17 +515,20 @@ impl RxQueue {
         Ok(RxQueue(cell))
     }
 
-    /// Queues a packet and schedules the drain. Any context.
-    pub(crate) fn push(&self, pkt: RxPacket) {
+    /// Queues a packet and schedules the drain. Any context. `here`: on
+    /// this CPU, for a queue steered to another one; for a packet pushed
+    /// by a work item, whose CPU is free for it once the item is done,
+    /// while the other one may be busy with the process it is for.
+    pub(crate) fn push(&self, pkt: RxPacket, here: bool) {
         // SAFETY: the packet's skb, ours to give.
         unsafe { self.0.skbs.push(pkt.into_raw()) };
-        self.0.kick();
+        self.0.kick(here);
     }
 
     /// Schedules the drain without a packet: it has work of its own left
     /// (a READ being answered in bursts).
     pub(crate) fn kick(&self) {
-        self.0.kick();
+        self.0.kick(false);
     }
 
     /// The next queued packet.
