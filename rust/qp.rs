@@ -95,6 +95,11 @@ pub(crate) struct Req {
     /// sent until the QP's work, once it has let go of the QP, has run
     /// the fault (`Qp::run_work`).
     pub(crate) faulted: bool,
+    /// The packet being sent has missed already since it last went out:
+    /// another miss waits a tick for its fault instead, so a fault that
+    /// cannot be had (memory short, pages taken again each time) costs a
+    /// try per tick, not a busy CPU.
+    pub(crate) missed: bool,
     /// Reads and atomics outstanding.
     pub(crate) rd_out: u32,
     /// A gap in read responses was answered by a retry; cleared on progress.
@@ -627,6 +632,7 @@ impl Qp {
         q.req.deadline = None;
         q.req.rnr_until = None;
         q.req.faulted = false;
+        q.req.missed = false;
         if let Some(r) = q.resp.recv.take() {
             let c = wr::cqe(
                 self.qpn(),

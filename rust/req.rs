@@ -526,11 +526,16 @@ impl Qp {
             },
         );
         match res {
-            Ok(()) => {}
+            Ok(()) => q.req.missed = false,
             // ODP: the fault is queued; the QP's work runs it and sends
-            // this packet then (crate::odp).
+            // this packet then (crate::odp), at once the first time.
             Err(TxError::Fill(LocalErr::Fault)) => {
-                q.req.faulted = true;
+                if q.req.missed {
+                    q.req.rnr_until = Some(work::jiffies() + 1);
+                } else {
+                    q.req.faulted = true;
+                }
+                q.req.missed = true;
                 return Ok(());
             }
             Err(TxError::Fill(LocalErr::Len)) => return Err(wc_status::LOC_LEN_ERR),

@@ -34,7 +34,7 @@ use super::odp::{odp_of, umem_of, FaultMode, History, OdpEvents, OdpUmem, Tally}
 use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ops::Range;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::mm::Mm;
 use kernel::prelude::*;
 use kernel::sync::aref::ARef;
@@ -154,6 +154,11 @@ pub(crate) struct ChunkedOdp {
     /// The address of offset 0: the registered start (0 when implicit).
     origin: u64,
     implicit: bool,
+    /// The process has gone (a child could not be made: its mm has no
+    /// users, and never will again). Every access fails from then on, as
+    /// one outside the MR does, instead of asking for a fault that can
+    /// never be had.
+    gone: AtomicBool,
 }
 
 // SAFETY: the root is only read (its mm and pid) by ib_core when a child
@@ -219,6 +224,7 @@ impl ChunkedOdp {
             inner,
             origin,
             implicit,
+            gone: AtomicBool::new(false),
         })
     }
 
@@ -239,6 +245,9 @@ impl ChunkedOdp {
     /// The pieces of the bytes at `[off, off + len)`, and the address of
     /// the first.
     fn pieces(&self, off: u64, len: u64) -> Result<(u64, Pieces)> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(EFAULT);
+        }
         let addr = self.origin.checked_add(off).ok_or(EFAULT)?;
         Ok((addr, Pieces::of(addr, len)?))
     }
@@ -307,8 +316,14 @@ impl ChunkedOdp {
         let odp = unsafe {
             let root = odp_of(self.root.as_ptr());
             let events: Arc<dyn OdpEvents> = self.inner.totals.clone();
-            OdpUmem::child(root, addr, CHILD_SIZE, events)?
-        };
+            OdpUmem::child(root, addr, CHILD_SIZE, events)
+        }
+        // ib_core's EFAULT: the mm has no users left.
+        .inspect_err(|&e| {
+            if e == EFAULT {
+                self.gone.store(true, Ordering::Relaxed);
+            }
+        })?;
         let odp = Arc::new(odp, GFP_KERNEL)?;
         // Only this function and `reap` change the set, both under
         // `growing`: the length read here holds until the insert below,
