@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 26] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 29] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -35,6 +35,9 @@ pub(crate) const NAMES: [&core::ffi::CStr; 26] = [
     c"odp_fault_pages",
     c"odp_invalidated_pages",
     c"odp_prefetch",
+    c"mr_fastreg",
+    c"mr_local_inv",
+    c"mr_remote_inv",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -88,6 +91,12 @@ pub(crate) struct Counters {
     pub(crate) odp_fault_pages: AtomicU64,
     pub(crate) odp_invalidated_pages: AtomicU64,
     pub(crate) odp_prefetch: AtomicU64,
+    /// Fast registrations (IB_WR_REG_MR) that took effect.
+    pub(crate) mr_fastreg: AtomicU64,
+    /// Fast-registration MRs freed by a local invalidate.
+    pub(crate) mr_local_inv: AtomicU64,
+    /// Fast-registration MRs freed by a peer's SEND with Invalidate.
+    pub(crate) mr_remote_inv: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -176,6 +185,9 @@ impl Counters {
             &self.odp_fault_pages,
             &self.odp_invalidated_pages,
             &self.odp_prefetch,
+            &self.mr_fastreg,
+            &self.mr_local_inv,
+            &self.mr_remote_inv,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

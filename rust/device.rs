@@ -181,7 +181,10 @@ impl OxeDevice {
             // Memory Placement Extensions: FLUSH to global visibility and
             // ATOMIC WRITE. Not FLUSH_PERSISTENT (see mr::SUPPORTED_ACCESS).
             | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64
-            | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
+            | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64
+            // Fast registration for kernel consumers (crate::mr::fastreg).
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+        attr.max_fast_reg_page_list_len = crate::mr::fastreg::MAX_PAGES;
         // ODP on RC, UC and UD, explicit and implicit MRs (crate::odp).
         attr.odp_caps.general_caps = u64::from(
             b::ib_odp_general_cap_bits_IB_ODP_SUPPORT
@@ -210,7 +213,10 @@ impl OxeDevice {
         // oxe, without a DMA device, can copy to directly: no DMA MR needed.
         attr.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG)
             | u64::from(b::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY)
-            | u64::from(b::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING);
+            | u64::from(b::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING)
+            // A fast-registration MR maps scatterlist entries of any
+            // alignment (IB_MR_TYPE_SG_GAPS).
+            | u64::from(b::ib_kernel_cap_flags_IBK_SG_GAPS_REG);
     }
 
     /// Port attributes; the state follows the netdev (up and with carrier = ACTIVE).

@@ -7,6 +7,8 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod fastreg;
+
 use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
 use crate::ib::chunked_odp::{ChunkedOdp, CHILD_SIZE};
@@ -54,6 +56,8 @@ pub(crate) struct Mr {
     key: AtomicU32,
     /// Memory windows bound to this MR; dereg waits for none.
     mw_binds: AtomicU32,
+    /// Allocated for fast registration (`fastreg`), by a kernel consumer.
+    fast: Option<fastreg::FastKind>,
     /// Taken by every access from the data path (softirq included), so
     /// only for as long as a copy: rereg pins new pages before taking it.
     #[pin]
@@ -79,6 +83,9 @@ struct MrState {
     /// Set under the same lock under which a bind checks it, so a window
     /// cannot bind to an MR that dereg has let go.
     revoked: bool,
+    /// A fast-registration MR in the Free state (allocated, or
+    /// invalidated): its keys grant nothing until the next REG_MR.
+    free: bool,
 }
 
 /// The MR's memory, and its share of the device's `pages_pinned` gauge
@@ -136,7 +143,8 @@ impl Pages {
     fn writable(&self) -> bool {
         match &*self.mem {
             Memory::Pinned(u) => u.writable(),
-            Memory::Odp(_) | Memory::Chunked(_) => true,
+            // (A kernel consumer's own memory: it granted the rights.)
+            Memory::Odp(_) | Memory::Chunked(_) | Memory::Kernel(_) => true,
         }
     }
 }
@@ -192,8 +200,8 @@ impl Mr {
         MrInfo {
             pages: u32::try_from(st.pages.mem.page_count()).unwrap_or(u32::MAX),
             page_size: PAGE_SIZE as u32,
-            pinned: odp.is_none(),
-            pinned_writable: odp.is_none() && st.pages.writable(),
+            pinned: matches!(*st.pages.mem, Memory::Pinned(_)),
+            pinned_writable: matches!(*st.pages.mem, Memory::Pinned(_)) && st.pages.writable(),
             key_index: Key::from_raw(self.lkey()).index(),
             access: st.access.bits(),
             odp: match &odp {
@@ -204,6 +212,7 @@ impl Mr {
             odp_present: clamp(odp.as_ref().map_or(0, |o| o.present)),
             odp_faulted: clamp(odp.as_ref().map_or(0, |o| o.history.faulted_pages)),
             odp_invalidated: clamp(odp.as_ref().map_or(0, |o| o.history.invalidated_pages)),
+            fastreg: self.fast_state(&st),
         }
     }
 
@@ -349,7 +358,7 @@ impl MrState {
     /// The checks every use of the region starts with: a QP of PD `pd`, and
     /// (unless a window's rights stand in for the MR's) the right for `op`.
     fn admit(&self, pd: PdId, op: Option<AccessOp>) -> core::result::Result<(), Denied> {
-        if self.revoked {
+        if self.revoked || self.free {
             return Err(Denied::Rights);
         }
         if self.pd != pd {
@@ -430,6 +439,27 @@ impl Mr {
         writeln!(w, "start    {:#x}", st.start)?;
         let umem = match &*st.pages.mem {
             Memory::Pinned(u) => u,
+            Memory::Kernel(list) => {
+                // What the last REG_MR put in force (a Free MR keeps it
+                // until the next one, and grants nothing meanwhile).
+                let v = list.view();
+                let kind = if self.maps_gaps() {
+                    "sg_gaps"
+                } else {
+                    "mem_reg"
+                };
+                writeln!(
+                    w,
+                    "fastreg  {} ({kind})",
+                    self.fast_state(&st).to_str().unwrap_or("?")
+                )?;
+                writeln!(
+                    w,
+                    "pages    kernel memory, {} segments of {} B pages, {} bytes",
+                    v.segments, v.page_size, v.bytes
+                )?;
+                return list.describe(w, DESCRIBE_MAX_PAGES);
+            }
             Memory::Odp(_) | Memory::Chunked(_) => {
                 // Faulted in and invalidated as the process and the
                 // device go: how many pages are translated right now, and
@@ -555,6 +585,7 @@ fn reg_admitted(
         pin_init!(Mr {
             key: AtomicU32::new(0),
             mw_binds: AtomicU32::new(0),
+            fast: None,
             state <- new_spinlock_bh!(MrState {
                 access,
                 range,
@@ -562,6 +593,7 @@ fn reg_admitted(
                 pd,
                 pages,
                 revoked: false,
+                free: false,
             }),
             rereg <- kernel::new_mutex!(()),
             faults: crate::odp::FaultStats::default(),

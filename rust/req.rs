@@ -47,6 +47,7 @@ pub(crate) fn wc_opcode(wr_opcode: u32) -> u32 {
         wr_op::ATOMIC_WRITE => wc_op::ATOMIC_WRITE,
         wr_op::BIND_MW => wc_op::BIND_MW,
         wr_op::LOCAL_INV => wc_op::LOCAL_INV,
+        wr_op::REG_MR => wc_op::REG_MR,
         _ => wc_op::SEND,
     }
 }
@@ -137,9 +138,16 @@ impl Qp {
         if is_read_or_atomic(opcode) && q.req.rd_out >= u32::from(q.attr.max_rd_atomic).max(1) {
             return false;
         }
+        // A local invalidate waits for every earlier request to finish, as
+        // hardware fences it: a READ response still to land in the memory
+        // it takes back, or a WRITE not yet sent from it, would otherwise
+        // fail (or reach memory the consumer already reuses).
+        if opcode == wr_op::LOCAL_INV && q.req.pending.iter().any(|p| !p.done) {
+            return false;
+        }
         q.req.fetch = idx.wrapping_add(1);
         let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
-        if matches!(opcode, wr_op::BIND_MW | wr_op::LOCAL_INV) {
+        if matches!(opcode, wr_op::BIND_MW | wr_op::LOCAL_INV | wr_op::REG_MR) {
             // Local operations take effect here, in send queue order, and
             // complete (in order) without a packet.
             let status = if ud {
@@ -256,9 +264,10 @@ impl Qp {
         true
     }
 
-    /// A bind or a local invalidate of a memory window; its completion
-    /// status. Either failure is IBTA's Memory Management Operation Error
-    /// (IBV_WC_MW_BIND_ERR), which moves the QP to the error state.
+    /// A bind, a local invalidate (of a window or a fast-registration MR)
+    /// or a fast registration; its completion status. Any failure is
+    /// IBTA's Memory Management Operation Error (IBV_WC_MW_BIND_ERR),
+    /// which moves the QP to the error state.
     ///
     /// A bind's operands ride in the send WQE as `oxe_core::abi` documents:
     /// the new rkey in `rkey`, the window's current rkey in `imm_data`, the
@@ -277,8 +286,22 @@ impl Qp {
             };
             wqe.swap <= u64::from(u32::MAX)
                 && crate::mw::bind(drv, self.pd, self.tag(), &req).is_ok()
+        } else if wqe.opcode == wr_op::REG_MR {
+            // Kernel consumers only: the request names an MR by its key,
+            // which only the kernel post_send vouches for.
+            let req = crate::mr::fastreg::RegReq {
+                mr_key: wqe.imm_data,
+                key: wqe.rkey,
+                iova: wqe.remote_addr,
+                len: wqe.compare_add,
+                access: wqe.swap as u32,
+            };
+            self.kernel.is_some()
+                && wqe.swap <= u64::from(u32::MAX)
+                && crate::mr::fastreg::register(drv, self.pd, &req).is_ok()
         } else {
-            crate::mw::invalidate(drv, self.pd, self.tag(), wqe.imm_data).is_ok()
+            let by = crate::mr::fastreg::Invalidator::Local;
+            crate::mr::fastreg::invalidate(drv, self.pd, self.tag(), wqe.imm_data, by).is_ok()
         };
         if done {
             wc_status::SUCCESS

@@ -354,9 +354,11 @@ impl Qp {
             }
             if let Some(rkey) = p.ieth {
                 // IBTA 10.6.7.2.4: the rkey must name a type 2 window bound
-                // through this QP. Otherwise the receive completes as a
-                // remote invalid request (class J) and the QP fails.
-                if crate::mw::invalidate(drv, self.pd, self.tag(), rkey).is_err() {
+                // through this QP, or a fast-registration MR of its PD.
+                // Otherwise the receive completes as a remote invalid
+                // request (class J) and the QP fails.
+                let by = crate::mr::fastreg::Invalidator::Remote;
+                if crate::mr::fastreg::invalidate(drv, self.pd, self.tag(), rkey, by).is_err() {
                     c.status = wc_status::REM_INV_REQ_ERR;
                     c.byte_len = 0;
                     self.complete_recv(&c, false);

@@ -381,8 +381,25 @@ impl MrOps<OxeDevice> for Mr {
         )
     }
 
+    fn alloc_fast(
+        drv: &OxeDevice,
+        pd: PdId,
+        max_sg: u32,
+        gaps: bool,
+    ) -> Result<(Arc<Self>, MrKeys)> {
+        crate::mr::fastreg::alloc(drv, pd, crate::mr::fastreg::FastKind { gaps, max_sg })
+    }
+
     fn withdraw(drv: &OxeDevice, mr: &Arc<Self>) {
         crate::mr::withdraw(drv, mr)
+    }
+
+    fn page_list(&self) -> Option<Arc<crate::ib::memory::Memory>> {
+        Mr::page_list(self)
+    }
+
+    fn key(&self) -> u32 {
+        self.lkey()
     }
 
     fn rereg_user(

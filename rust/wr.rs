@@ -23,6 +23,8 @@ pub(crate) mod wr_op {
     pub(crate) const SEND_WITH_INV: u32 = 9;
     pub(crate) const FLUSH: u32 = 14;
     pub(crate) const ATOMIC_WRITE: u32 = 15;
+    /// IB_WR_REG_MR: kernel consumers only (no user verb posts it).
+    pub(crate) const REG_MR: u32 = 0x20;
 }
 
 /// `IBV_WC_*` / `IB_WC_*` completion opcodes.
@@ -36,6 +38,8 @@ pub(crate) mod wc_op {
     pub(crate) const LOCAL_INV: u32 = 6;
     pub(crate) const FLUSH: u32 = 8;
     pub(crate) const ATOMIC_WRITE: u32 = 9;
+    /// IB_WC_REG_MR (kernel consumers only).
+    pub(crate) const REG_MR: u32 = 10;
     pub(crate) const RECV: u32 = 128;
     pub(crate) const RECV_RDMA_WITH_IMM: u32 = 129;
 }

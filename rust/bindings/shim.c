@@ -118,6 +118,23 @@ void oxe_shim_kunmap_local(void *va)
 	kunmap_local(va);
 }
 
+bool oxe_shim_kva_valid(unsigned long addr)
+{
+	return virt_addr_valid((void *)addr);
+}
+
+unsigned long oxe_shim_kva_pfn(unsigned long addr)
+{
+	return PHYS_PFN(__pa(addr));
+}
+
+struct scatterlist *oxe_shim_sg_dma(struct scatterlist *sg, u64 *addr, unsigned int *len)
+{
+	*addr = sg_dma_address(sg);
+	*len = sg_dma_len(sg);
+	return sg_next(sg);
+}
+
 /*
  * The RDMA_DRIVER_UNKNOWN device on *@ndev (a reference), or, for a VLAN,
  * on its real netdev, which *@ndev then becomes: the netdev the device holds.

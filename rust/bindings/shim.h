@@ -35,6 +35,15 @@ size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned lon
 void *oxe_shim_kmap_local_pfn(unsigned long pfn);
 void oxe_shim_kunmap_local(void *va);
 void oxe_shim_set_pfn_dirty(unsigned long pfn);
+/*
+ * Kernel memory a kernel consumer mapped for a fast-registration MR (on a
+ * virtual-DMA device its DMA addresses are kernel virtual addresses):
+ * whether @addr lies in the direct map, and its page frame number.
+ */
+bool oxe_shim_kva_valid(unsigned long addr);
+unsigned long oxe_shim_kva_pfn(unsigned long addr);
+/* One DMA-mapped scatterlist entry: its address and length, and the next entry. */
+struct scatterlist *oxe_shim_sg_dma(struct scatterlist *sg, u64 *addr, unsigned int *len);
 /* Pages as one kernel mapping that remap_vmalloc_range() accepts. */
 void *oxe_shim_vmap_user(struct page **pages, unsigned int n);
 

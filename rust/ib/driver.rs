@@ -177,8 +177,17 @@ pub(crate) trait MrOps<D: Driver>: Describe + Sized {
         req: &RegUser,
         udata: &UData,
     ) -> Result<(Arc<Self>, MrKeys)>;
-    /// Undoes [`MrOps::reg_user`] when the verb fails after it.
+    /// ib_alloc_mr for fast registration: a Free MR for up to `max_sg`
+    /// pages, or (`gaps`) scatterlist entries of any alignment.
+    fn alloc_fast(drv: &D, pd: PdId, max_sg: u32, gaps: bool) -> Result<(Arc<Self>, MrKeys)>;
+    /// Undoes [`MrOps::reg_user`] or [`MrOps::alloc_fast`] when the verb
+    /// fails after it.
     fn withdraw(drv: &D, mr: &Arc<Self>);
+    /// A fast-registration MR's memory (its page lists), for
+    /// ib_map_mr_sg; `None` for any other MR.
+    fn page_list(&self) -> Option<Arc<super::memory::Memory>>;
+    /// The MR's key now: which MR an IB_WR_REG_MR names.
+    fn key(&self) -> u32;
     /// ibv_rereg_mr in place: replies first, as reg does; a refusal leaves
     /// the MR as it was.
     fn rereg_user(

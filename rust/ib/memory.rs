@@ -2,13 +2,15 @@
 
 //! The memory behind an MR, as the data path sees it: pinned pages, an
 //! on-demand paging range in one piece (HUGETLB), or in children made on
-//! demand (any other ODP MR, implicit or not). All answer
+//! demand (any other ODP MR, implicit or not), or the kernel memory a
+//! kernel consumer fast-registered (`page_list`). All answer
 //! the same copies and atomics; ODP memory may answer `EAGAIN` (a page is
 //! not translated now), which the driver turns into a fault taken in
 //! process context.
 
 use super::chunked_odp::ChunkedOdp;
 use super::odp::{FaultMode, History, OdpUmem};
+use super::page_list::PageList;
 use super::umem::Umem;
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,9 @@ pub(crate) enum Memory {
     /// Any other ODP MR, in children (for an implicit MR, the whole
     /// address space: offsets are addresses).
     Chunked(ChunkedOdp),
+    /// A fast-registration MR's kernel memory: what the last REG_MR put
+    /// in force.
+    Kernel(Pin<KBox<PageList>>),
 }
 
 /// Where byte `off` of a registered range is: (page frame, offset in it,
@@ -56,6 +61,7 @@ impl Memory {
             Memory::Chunked(i) => i.for_each_span(off, len as u64, |child, at, r| {
                 child.with_pages(|p| f(&|x| p.locate(x, write), at, r))
             }),
+            Memory::Kernel(k) => k.with_active(|l| f(l, off, 0..len)),
         }
     }
 
@@ -106,7 +112,7 @@ impl Memory {
     /// not.
     pub(crate) fn probe(&self, off: u64, len: u64, write: bool) -> Result {
         match self {
-            Memory::Pinned(_) => Ok(()),
+            Memory::Pinned(_) | Memory::Kernel(_) => Ok(()),
             Memory::Odp(o) => o.probe(off, len, write),
             Memory::Chunked(i) => i.probe(off, len, write),
         }
@@ -116,7 +122,7 @@ impl Memory {
     /// as `mode` says. Sleeps: process context. EINVAL for pinned memory.
     pub(crate) fn fault(&self, off: u64, len: u64, write: bool, mode: FaultMode) -> Result {
         match self {
-            Memory::Pinned(_) => Err(EINVAL),
+            Memory::Pinned(_) | Memory::Kernel(_) => Err(EINVAL),
             Memory::Odp(o) => o.fault(off, len, write, mode),
             Memory::Chunked(i) => i.fault(off, len, write, mode),
         }
@@ -125,7 +131,7 @@ impl Memory {
     /// The ODP statistics, if this is ODP memory.
     pub(crate) fn odp_stats(&self) -> Option<OdpStats> {
         let (implicit, present, history) = match self {
-            Memory::Pinned(_) => return None,
+            Memory::Pinned(_) | Memory::Kernel(_) => return None,
             Memory::Odp(o) => (false, o.present(), o.history()),
             Memory::Chunked(i) => (i.is_implicit(), i.present(), i.history()),
         };
@@ -143,6 +149,8 @@ impl Memory {
             Memory::Pinned(u) => u.page_count(),
             Memory::Odp(o) => o.page_count(),
             Memory::Chunked(i) => i.children().1,
+            // (Segments: pages for a MEM_REG MR.)
+            Memory::Kernel(k) => k.view().segments,
         }
     }
 }

@@ -32,6 +32,7 @@ pub(crate) mod netdev;
 pub(crate) mod objects;
 pub(crate) mod odp;
 pub(crate) mod ops;
+pub(crate) mod page_list;
 pub(crate) mod pkt;
 pub(crate) mod qp;
 pub(crate) mod queue;

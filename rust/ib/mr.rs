@@ -7,6 +7,7 @@
 use super::debugfs::{object_file, ObjectFile};
 use super::driver::{Driver, MrOps};
 use super::error::{err_ptr, to_c_int};
+use super::memory::Memory;
 use super::objects::PdId;
 use super::ops::dev_of;
 use super::udata::UData;
@@ -70,6 +71,9 @@ pub(crate) struct MrInfo {
     pub(crate) odp_invalidated: u32,
     /// "no", "explicit" (a range) or "implicit" (the address space).
     pub(crate) odp: &'static core::ffi::CStr,
+    /// "no" for a user MR; a fast-registration MR's state, "free" or
+    /// "valid".
+    pub(crate) fastreg: &'static core::ffi::CStr,
 }
 
 /// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
@@ -116,7 +120,7 @@ fn publish(ib: &mut b::ib_mr, keys: &MrKeys) {
 /// # Safety
 ///
 /// `ib` must come from `alloc::<M>` and not have been freed.
-unsafe fn get<'a, M: super::debugfs::Describe>(ib: *mut b::ib_mr) -> &'a Arc<M> {
+pub(super) unsafe fn get<'a, M: super::debugfs::Describe>(ib: *mut b::ib_mr) -> &'a Arc<M> {
     // SAFETY: `ib` is the first field of a live MrObj (caller contract).
     unsafe { &(*ib.cast::<MrObj<M>>()).mr }
 }
@@ -132,6 +136,148 @@ unsafe fn get<'a, M: super::debugfs::Describe>(ib: *mut b::ib_mr) -> &'a Arc<M> 
 /// Called only by the kernel, with the arguments of this callback's C contract.
 pub(super) unsafe extern "C" fn get_dma_mr(_pd: *mut b::ib_pd, _access: c_int) -> *mut b::ib_mr {
     err_ptr(EOPNOTSUPP)
+}
+
+/// ib_alloc_mr, for kernel consumers' fast registration: a Free MR of type
+/// MEM_REG (whole pages) or SG_GAPS (scatterlist entries as they are).
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn alloc_mr<D: Driver>(
+    pd: *mut b::ib_pd,
+    mr_type: b::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut b::ib_mr {
+    let r = (|| {
+        let gaps = match mr_type {
+            b::ib_mr_type_IB_MR_TYPE_MEM_REG => false,
+            b::ib_mr_type_IB_MR_TYPE_SG_GAPS => true,
+            _ => return Err(EOPNOTSUPP),
+        };
+        // SAFETY: a PD of this device, held by ib_core for the call.
+        let (_, drv) = unsafe { dev_of::<D>((*pd).device) }?;
+        let (mr, keys) = D::Mr::alloc_fast(drv, PdId::of(pd), max_num_sg, gaps)?;
+        alloc(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
+            D::Mr::withdraw(drv, &mr);
+        })
+    })();
+    r.unwrap_or_else(err_ptr)
+}
+
+/// `ib_sg_to_pages`' callback: one page of a MEM_REG MR's mapping.
+///
+/// # Safety
+///
+/// Called by ib_sg_to_pages, from `map_mr_sg::<D>`, with that call's MR.
+unsafe extern "C" fn set_page<D: Driver>(ibmr: *mut b::ib_mr, addr: u64) -> c_int {
+    // SAFETY: an MR this driver allocated (caller contract).
+    let mr = unsafe { get::<D::Mr>(ibmr) };
+    // SAFETY: as above; ib_map_mr_sg set the page size before the call.
+    let page_size = unsafe { (*ibmr).page_size };
+    let r = match mr.page_list().as_deref() {
+        Some(Memory::Kernel(list)) => list.stage(addr, page_size.into()),
+        _ => Err(EINVAL),
+    };
+    to_c_int(r)
+}
+
+/// ib_map_mr_sg: stages the scatterlist's kernel memory in the MR's page
+/// list (in force only at the next IB_WR_REG_MR). Returns how many entries
+/// were mapped; the consumer treats fewer than `sg_nents` as a failure.
+/// MEM_REG goes through ib_core's ib_sg_to_pages, which also sets the
+/// MR's iova and length; SG_GAPS takes each entry as a segment.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn map_mr_sg<D: Driver>(
+    ibmr: *mut b::ib_mr,
+    sg: *mut b::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut u32,
+) -> c_int {
+    // SAFETY: an MR this driver allocated, alive for the call.
+    let mr = unsafe { get::<D::Mr>(ibmr) };
+    let Some(mem) = mr.page_list() else {
+        return EINVAL.to_errno();
+    };
+    let Memory::Kernel(list) = &*mem else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: the consumer's MR, which it does not use concurrently with
+    // the mapping (ib_map_mr_sg's contract).
+    let ib = unsafe { &mut *ibmr };
+    if ib.page_size < kernel::page::PAGE_SIZE as u32 || !ib.page_size.is_power_of_two() {
+        return EINVAL.to_errno();
+    }
+    list.stage_begin(ib.page_size);
+    if ib.type_ == b::ib_mr_type_IB_MR_TYPE_SG_GAPS {
+        // SAFETY: the consumer's DMA-mapped scatterlist of `sg_nents`
+        // entries and its offset, valid for the call.
+        let (n, iova, len) = unsafe { stage_entries(list, sg, sg_nents, sg_offset) };
+        ib.iova = iova;
+        ib.length = len;
+        return match list.stage_end(0, len) {
+            Ok(()) => n,
+            Err(e) => e.to_errno(),
+        };
+    }
+    // SAFETY: as above; `set_page::<D>` is this MR's callback.
+    let n = unsafe { b::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(set_page::<D>)) };
+    if n <= 0 {
+        return n;
+    }
+    // The pages are whole; the data starts at the iova's offset in the
+    // first (ib_sg_to_pages aligned it down to the page size).
+    let front = ib.iova & (u64::from(ib.page_size) - 1);
+    match list.stage_end(front, ib.length) {
+        Ok(()) => n,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Stages scatterlist entries as segments, the first from `*sg_offset`
+/// bytes in; stops at the first that does not fit. (entries staged,
+/// address of the first byte, bytes).
+///
+/// # Safety
+///
+/// `sg` is a DMA-mapped scatterlist of at least `nents` entries and
+/// `sg_offset` null or valid, both for the call.
+unsafe fn stage_entries(
+    list: &super::page_list::PageList,
+    mut sg: *mut b::scatterlist,
+    nents: c_int,
+    sg_offset: *mut u32,
+) -> (c_int, u64, u64) {
+    let (mut n, mut iova, mut total) = (0, 0, 0u64);
+    let mut skip = if sg_offset.is_null() {
+        0
+    } else {
+        // SAFETY: caller contract.
+        unsafe { *sg_offset }
+    };
+    while n < nents && !sg.is_null() {
+        let (mut addr, mut len) = (0u64, 0u32);
+        // SAFETY: an entry of the caller's list.
+        let next = unsafe { b::oxe_shim_sg_dma(sg, &mut addr, &mut len) };
+        let Some(len) = len.checked_sub(skip) else {
+            break;
+        };
+        addr += u64::from(skip);
+        skip = 0;
+        if len == 0 || list.stage(addr, len.into()).is_err() {
+            break;
+        }
+        if n == 0 {
+            iova = addr;
+        }
+        total += u64::from(len);
+        n += 1;
+        sg = next;
+    }
+    (n, iova, total)
 }
 
 /// # Safety
@@ -313,11 +459,13 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_char_ptr(), info.access) } != 0 {
         return EMSGSIZE.to_errno();
     }
-    // SAFETY: as above; the value is a static NUL-terminated string too.
-    if unsafe { b::rdma_nl_put_driver_string(msg, c"odp".as_char_ptr(), info.odp.as_char_ptr()) }
-        != 0
-    {
-        return EMSGSIZE.to_errno();
+    for (name, value) in [(c"odp", info.odp), (c"fastreg", info.fastreg)] {
+        // SAFETY: as above; the value is a static NUL-terminated string too.
+        if unsafe { b::rdma_nl_put_driver_string(msg, name.as_char_ptr(), value.as_char_ptr()) }
+            != 0
+        {
+            return EMSGSIZE.to_errno();
+        }
     }
     nest.end();
     0

@@ -55,6 +55,8 @@ pub(super) fn device_ops<D: Driver>() -> b::ib_device_ops {
         alloc_pd: Some(alloc_pd::<D>),
         dealloc_pd: Some(dealloc_pd::<D>),
         get_dma_mr: Some(mr::get_dma_mr),
+        alloc_mr: Some(mr::alloc_mr::<D>),
+        map_mr_sg: Some(mr::map_mr_sg::<D>),
         reg_user_mr: Some(mr::reg_user_mr::<D>),
         rereg_user_mr: Some(mr::rereg_user_mr::<D>),
         dereg_mr: Some(mr::dereg_mr::<D>),

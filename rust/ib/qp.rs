@@ -419,6 +419,7 @@ const _: () = assert!(
     core::mem::offset_of!(b::ib_rdma_wr, wr) == 0
         && core::mem::offset_of!(b::ib_atomic_wr, wr) == 0
         && core::mem::offset_of!(b::ib_ud_wr, wr) == 0
+        && core::mem::offset_of!(b::ib_reg_wr, wr) == 0
 );
 
 /// The typed work request around `wr` (ib_core's `rdma_wr()`, `ud_wr()`,
@@ -440,6 +441,7 @@ unsafe fn outer<'a, T>(wr: *const b::ib_send_wr) -> &'a T {
 /// `wr` is a kernel consumer's work request, valid for the call.
 unsafe fn kernel_wqe<D: Driver>(
     qp: &D::Qp,
+    ibdev: *mut b::ib_device,
     wrp: *const b::ib_send_wr,
     body: &mut [u8; super::queue::MAX_SLOT],
 ) -> Result<(OxeSendWqe, usize, Option<Av>)> {
@@ -508,6 +510,25 @@ unsafe fn kernel_wqe<D: Driver>(
             w.compare_add = a.compare_add;
             w.swap = a.swap;
         }
+        b::ib_wr_opcode_IB_WR_REG_MR => {
+            // SAFETY: a REG_MR's WR is embedded in an ib_reg_wr.
+            let r = unsafe { outer::<b::ib_reg_wr>(wrp) };
+            let ibmr = r.mr;
+            // SAFETY: the consumer's MR, alive until the WR completes; it
+            // must be one of this QP's device (ib_core does not check).
+            if ibmr.is_null() || unsafe { (*ibmr).device } != ibdev {
+                return Err(EINVAL);
+            }
+            // SAFETY: an MR of this device, so this driver's.
+            let mr = unsafe { super::mr::get::<D::Mr>(ibmr) };
+            // The operands ride as `oxe_core::abi` documents for REG_MR.
+            w.imm_data = super::driver::MrOps::key(&**mr);
+            w.rkey = r.key;
+            // SAFETY: as above; ib_map_mr_sg set the translation.
+            let (iova, length) = unsafe { ((*ibmr).iova, (*ibmr).length) };
+            (w.remote_addr, w.compare_add) = (iova, length);
+            w.swap = u64::from(r.access as u32);
+        }
         // No kernel work request type carries their operands (user space
         // posts them through ibv_wr_flush and ibv_wr_atomic_write only).
         // Binds likewise (a kernel consumer has no ib_mw to bind).
@@ -549,8 +570,10 @@ pub(super) unsafe extern "C" fn post_send<D: Driver>(
     }
     let mut body = [0u8; super::queue::MAX_SLOT];
     while !wr.is_null() {
+        // SAFETY: ib_core's QP, alive for the call.
+        let ibdev = unsafe { (*ibqp).device };
         // SAFETY: the consumer's chain of WRs, valid for the call.
-        let r = unsafe { kernel_wqe::<D>(qp, wr, &mut body) }
+        let r = unsafe { kernel_wqe::<D>(qp, ibdev, wr, &mut body) }
             .and_then(|(w, used, av)| qp.post_send(&w, &body[..used], av));
         if let Err(e) = r {
             if !bad.is_null() {

@@ -326,12 +326,14 @@ abi_structs! {
         pub num_sge: u32,
         /// Immediate data as it goes on the wire (big endian), or the
         /// rkey to invalidate for SEND_WITH_INV and LOCAL_INV. BIND_MW:
-        /// the window's current rkey.
+        /// the window's current rkey. REG_MR (kernel QPs only): the MR's
+        /// key when posted, which names the MR.
         pub imm_data: u32,
         /// RDMA and atomic: the remote virtual address. BIND_MW: the start
-        /// of the range bound.
+        /// of the range bound. REG_MR: the MR's new iova.
         pub remote_addr: u64,
         /// RDMA and atomic: the remote key. BIND_MW: the window's new rkey.
+        /// REG_MR: the MR's new key.
         pub rkey: u32,
         /// UD: the destination QP number. BIND_MW: the lkey of the MR the
         /// window is bound to.
@@ -342,11 +344,11 @@ abi_structs! {
         pub ah_num: u32,
         /// Atomic: the compare value (CAS) or the addend (fetch-and-add).
         /// ATOMIC WRITE: the 8 bytes to store, in memory order. FLUSH and
-        /// BIND_MW: the length of the range.
+        /// BIND_MW and REG_MR: the length of the range.
         pub compare_add: u64,
         /// Atomic: the swap value (CAS). FLUSH: its placement type and
         /// selectivity level, packed by [`flush_attrs`]. BIND_MW: the
-        /// window's access flags.
+        /// window's access flags. REG_MR: the MR's.
         pub swap: u64,
     }
 
