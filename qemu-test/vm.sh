@@ -9,7 +9,7 @@ source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
 case "$mode" in
-test | quick | dp | clients-oxe | hostile | same-netns | script) default_flavour=debug ;;
+test | quick | dp | clients-oxe | hostile | same-netns | script | nvmeof | force-mr) default_flavour=debug ;;
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}
@@ -63,6 +63,8 @@ acc=$(accel)
 log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
 env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
+# rdma_rw's force_mr is read-only once ib_core (built in) is up: the boot sets it.
+[ "$mode" = force-mr ] && vng_args+=(--append "ib_core.force_mr=1")
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
 fi

@@ -46,7 +46,18 @@ test)
     run_suite limits_oxe0 suite_limits oxe0 veth0
     run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
     run_suite same_netns suite_same_netns
+    # Kernel consumers' fast registration, through NVMe over Fabrics.
+    run_suite nvmeof suite_nvmeof oxe6 oxe7
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
+    ;;
+force-mr)
+    # Booted with ib_core.force_mr=1 (vm.sh): the NVMe-oF target registers
+    # its buffers for RDMA READ and WRITE too.
+    run_suite nvmeof_force_mr suite_nvmeof oxe6 oxe7 nvmeof-force-mr
+    ;;
+nvmeof)
+    # The NVMe-oF suite alone (qemu-test/vm.sh nvmeof).
+    run_suite nvmeof suite_nvmeof oxe6 oxe7
     ;;
 yardstick)
     # rxe in the same suites, on the plain kernel in `make test`: the floor oxe
