@@ -128,6 +128,9 @@ pub(crate) struct WriteInProgress {
 /// An RDMA READ whose responses are still being sent.
 pub(crate) struct ReadInProgress {
     pub(crate) mr: Option<crate::xfer::Target>,
+    /// The rkey the READ named: every burst reads through it as it stands
+    /// then (an invalidated or re-registered key grants nothing more).
+    pub(crate) rkey: u32,
     pub(crate) va: u64,
     pub(crate) dma_len: u32,
     /// The PSN of the first response, and how many there are.

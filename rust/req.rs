@@ -138,11 +138,13 @@ impl Qp {
         if is_read_or_atomic(opcode) && q.req.rd_out >= u32::from(q.attr.max_rd_atomic).max(1) {
             return false;
         }
-        // A local invalidate waits for every earlier request to finish, as
-        // hardware fences it: a READ response still to land in the memory
-        // it takes back, or a WRITE not yet sent from it, would otherwise
-        // fail (or reach memory the consumer already reuses).
-        if opcode == wr_op::LOCAL_INV && q.req.pending.iter().any(|p| !p.done) {
+        // A local invalidate waits for the earlier requests that use the
+        // key locally to finish, as hardware fences it: a READ response
+        // still to land in the memory it takes back, or a WRITE not yet
+        // sent (or to be sent again) from it, would otherwise fail or reach
+        // memory the consumer already reuses. Others go on meanwhile
+        // (rdma_rw starts every reused MR's chain with one).
+        if opcode == wr_op::LOCAL_INV && self.key_in_use(q, w.wqe.imm_data) {
             return false;
         }
         q.req.fetch = idx.wrapping_add(1);
@@ -262,6 +264,18 @@ impl Qp {
             return false;
         }
         true
+    }
+
+    /// Whether a request not yet finished names `key`'s MR in its SGEs.
+    fn key_in_use(&self, q: &QpInner, key: u32) -> bool {
+        let index = crate::oxe_core::key::Key::from_raw(key).index();
+        q.req.pending.iter().any(|p| {
+            !p.done
+                && p.wr
+                    .sges
+                    .iter()
+                    .any(|s| crate::oxe_core::key::Key::from_raw(s.lkey).index() == index)
+        })
     }
 
     /// A bind, a local invalidate (of a window or a fast-registration MR)

@@ -542,6 +542,7 @@ impl Qp {
         // wants its responses again from this PSN (IBTA 9.7.5.1.x).
         q.resp.read = Some(ReadInProgress {
             mr,
+            rkey,
             va,
             dma_len,
             psn,
@@ -590,6 +591,26 @@ impl Qp {
         };
         let remote = self.remote(drv);
         let end = r.next.saturating_add(READ_BURST).min(r.n);
+        // Through the key as it stands now, as for every WRITE packet: a
+        // fast-registration MR invalidated (and maybe registered again, with
+        // another key) since the READ began gives nothing more through the
+        // old key.
+        if let Some(mr) = r.mr.as_ref() {
+            let (va, rest) = (r.va, r.dma_len.saturating_sub(r.next * mtu));
+            if rest > 0
+                && !remote
+                    .resolve(
+                        r.rkey,
+                        va + u64::from(r.next * mtu),
+                        rest.into(),
+                        AccessOp::RemoteRead,
+                    )
+                    .is_ok_and(|t| t.same(mr))
+            {
+                self.end_read(q);
+                return Err(());
+            }
+        }
         while r.next < end {
             let k = r.next;
             let off = k * mtu;

@@ -205,41 +205,57 @@ pub(super) unsafe extern "C" fn map_mr_sg<D: Driver>(
     let Memory::Kernel(list) = &*mem else {
         return EINVAL.to_errno();
     };
-    // SAFETY: the consumer's MR, which it does not use concurrently with
-    // the mapping (ib_map_mr_sg's contract).
-    let ib = unsafe { &mut *ibmr };
-    if ib.page_size < kernel::page::PAGE_SIZE as u32 || !ib.page_size.is_power_of_two() {
+    // The consumer's MR, which it does not use concurrently with the
+    // mapping (ib_map_mr_sg's contract); its fields are read and written
+    // through the pointer, as ib_sg_to_pages does too.
+    // SAFETY: as above.
+    let (page_size, gaps) = unsafe {
+        (
+            (*ibmr).page_size,
+            (*ibmr).type_ == b::ib_mr_type_IB_MR_TYPE_SG_GAPS,
+        )
+    };
+    // Any power of two from a sector up: a page of the consumer's size is
+    // contiguous memory, whatever the kernel's page size.
+    if page_size < 512 || !page_size.is_power_of_two() {
         return EINVAL.to_errno();
     }
-    list.stage_begin(ib.page_size);
-    if ib.type_ == b::ib_mr_type_IB_MR_TYPE_SG_GAPS {
+    list.stage_begin(page_size);
+    let r = if gaps {
         // SAFETY: the consumer's DMA-mapped scatterlist of `sg_nents`
         // entries and its offset, valid for the call.
         let (n, iova, len) = unsafe { stage_entries(list, sg, sg_nents, sg_offset) };
-        ib.iova = iova;
-        ib.length = len;
-        return match list.stage_end(0, len) {
-            Ok(()) => n,
-            Err(e) => e.to_errno(),
-        };
-    }
-    // SAFETY: as above; `set_page::<D>` is this MR's callback.
-    let n = unsafe { b::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(set_page::<D>)) };
-    if n <= 0 {
-        return n;
-    }
-    // The pages are whole; the data starts at the iova's offset in the
-    // first (ib_sg_to_pages aligned it down to the page size).
-    let front = ib.iova & (u64::from(ib.page_size) - 1);
-    match list.stage_end(front, ib.length) {
-        Ok(()) => n,
-        Err(e) => e.to_errno(),
-    }
+        // SAFETY: as above.
+        unsafe {
+            (*ibmr).iova = iova;
+            (*ibmr).length = len;
+        }
+        list.stage_end(0, len).map(|()| n)
+    } else {
+        // SAFETY: as above; `set_page::<D>` is this MR's callback.
+        let n = unsafe { b::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(set_page::<D>)) };
+        // SAFETY: as above; ib_sg_to_pages set them.
+        let (iova, len) = unsafe { ((*ibmr).iova, (*ibmr).length) };
+        // The pages are whole; the data starts at the iova's offset in the
+        // first (ib_sg_to_pages aligned it down to the page size).
+        match n {
+            ..=0 => Err(EINVAL),
+            _ => list
+                .stage_end(iova & (u64::from(page_size) - 1), len)
+                .map(|()| n),
+        }
+    };
+    r.unwrap_or_else(|e| {
+        list.stage_abort();
+        e.to_errno()
+    })
 }
 
 /// Stages scatterlist entries as segments, the first from `*sg_offset`
-/// bytes in; stops at the first that does not fit. (entries staged,
-/// address of the first byte, bytes).
+/// bytes in (empty entries count as mapped, and add nothing); stops at
+/// the first that does not fit, leaving in `*sg_offset` how far into it
+/// the mapping got (0), as ib_sg_to_pages does. (entries mapped, address
+/// of the first byte, bytes).
 ///
 /// # Safety
 ///
@@ -267,15 +283,21 @@ unsafe fn stage_entries(
         };
         addr += u64::from(skip);
         skip = 0;
-        if len == 0 || list.stage(addr, len.into()).is_err() {
-            break;
+        if len > 0 {
+            if list.stage(addr, len.into()).is_err() {
+                break;
+            }
+            if total == 0 {
+                iova = addr;
+            }
+            total += u64::from(len);
         }
-        if n == 0 {
-            iova = addr;
-        }
-        total += u64::from(len);
         n += 1;
         sg = next;
+    }
+    if !sg_offset.is_null() {
+        // SAFETY: caller contract.
+        unsafe { *sg_offset = 0 };
     }
     (n, iova, total)
 }

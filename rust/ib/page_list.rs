@@ -17,11 +17,15 @@
 //!
 //! Two lists per MR, as a device keeps the descriptors a consumer writes
 //! apart from the translation in force: mapping fills the staged one, and
-//! only the REG_MR work request, in send-queue order, swaps it in. A map
+//! only the REG_MR work request, in send-queue order, copies it in. A map
 //! while the MR is valid therefore cannot change what peers reach through
-//! it. Both are allocated at `ib_alloc_mr` for the MR's `max_num_sg`, so
-//! neither mapping (which ULPs do in atomic context) nor registration
-//! allocates.
+//! it. The staged list stays as it is: a consumer may register the same
+//! mapping again after an invalidate without mapping it again (rtrs-srv
+//! does), and the last map is what every REG_MR registers. A REG_MR takes
+//! only a mapping that completed (sealed): one that failed halfway, or is
+//! under way, is refused. Both lists are allocated at `ib_alloc_mr` for the
+//! MR's `max_num_sg`, so neither mapping (which ULPs do in atomic context)
+//! nor registration allocates.
 
 use super::lock::{new_spinlock_bh, SpinLockBh};
 use crate::bindings as b;
@@ -126,6 +130,8 @@ struct Lists {
     active: List,
     /// What the consumer mapped last, for the next REG_MR.
     staged: List,
+    /// The staged mapping completed (`stage_end` succeeded).
+    sealed: bool,
 }
 
 /// A fast-registration MR's page lists.
@@ -149,7 +155,11 @@ impl PageList {
         let (active, staged) = (List::with_capacity(n)?, List::with_capacity(n)?);
         KBox::pin_init(
             pin_init!(PageList {
-                lists <- new_spinlock_bh!(Lists { active, staged }),
+                lists <- new_spinlock_bh!(Lists {
+                    active,
+                    staged,
+                    sealed: false,
+                }),
             }),
             GFP_KERNEL,
         )
@@ -158,33 +168,48 @@ impl PageList {
     /// Starts a new mapping of pages of `page_size` bytes.
     pub(crate) fn stage_begin(&self, page_size: u32) {
         let mut l = self.lists.lock();
+        l.sealed = false;
         l.staged.segs.clear();
         l.staged.page_size = page_size;
     }
 
     /// Adds kernel memory `[addr, addr + len)` to the mapping.
     pub(crate) fn stage(&self, addr: u64, len: u64) -> Result {
-        self.lists.lock().staged.push(addr, len)
+        let mut l = self.lists.lock();
+        l.sealed = false;
+        l.staged.push(addr, len)
     }
 
     /// Ends a mapping of whole pages whose data starts `front` bytes into
     /// the first and is `total` bytes long.
     pub(crate) fn stage_end(&self, front: u64, total: u64) -> Result {
-        self.lists.lock().staged.trim(front, total)
+        let mut l = self.lists.lock();
+        let r = l.staged.trim(front, total);
+        l.sealed = r.is_ok();
+        r
     }
 
-    /// The REG_MR: the staged mapping becomes the one in force (the one it
-    /// replaces becomes the next to stage into); its length.
-    pub(crate) fn commit(&self) -> u64 {
+    /// Leaves the staged mapping unusable (a map that failed).
+    pub(crate) fn stage_abort(&self) {
+        self.lists.lock().sealed = false;
+    }
+
+    /// The REG_MR: the last completed mapping, if it covers `len` bytes,
+    /// becomes the one in force (a copy: the staged one stays, for a REG_MR
+    /// of the same mapping after an invalidate). EINVAL otherwise.
+    pub(crate) fn commit(&self, len: u64) -> Result {
         let mut l = self.lists.lock();
         let l = &mut *l;
-        core::mem::swap(&mut l.active, &mut l.staged);
-        l.active.total()
-    }
-
-    /// Bytes the staged mapping covers.
-    pub(crate) fn staged_len(&self) -> u64 {
-        self.lists.lock().staged.total()
+        if !l.sealed || len > l.staged.total() {
+            return Err(EINVAL);
+        }
+        l.active.segs.clear();
+        // Both lists have the MR's capacity: this copy does not allocate.
+        l.active
+            .segs
+            .extend_from_slice(&l.staged.segs, GFP_ATOMIC)?;
+        l.active.page_size = l.staged.page_size;
+        Ok(())
     }
 
     /// Runs `f` with the lookup of the mapping in force, under the lists'
@@ -207,18 +232,19 @@ impl PageList {
     }
 
     /// Writes the mapping in force, a segment a line (up to `max`):
-    /// offset in the MR, kernel address, length, page frame.
+    /// offset in the MR, length, page frame and offset in that page (not
+    /// the kernel address, which would give the kernel's layout away).
     pub(crate) fn describe(&self, w: &mut impl core::fmt::Write, max: usize) -> core::fmt::Result {
         let l = self.lists.lock();
-        writeln!(w, "seg   offset      kaddr               length    pfn")?;
+        writeln!(w, "seg   offset      length    pfn         in page")?;
         let mut start = 0;
         for (i, s) in l.active.segs.iter().take(max).enumerate() {
             // SAFETY: a pushed segment's address (see `List::locate`).
             let pfn = unsafe { b::oxe_shim_kva_pfn(s.addr as kernel::ffi::c_ulong) };
+            let in_page = s.addr % PAGE_SIZE as u64;
             writeln!(
                 w,
-                "{i:<5} {start:<11} {:#018x}  {:<9} {pfn:#x}",
-                s.addr,
+                "{i:<5} {start:<11} {:<9} {pfn:<#11x} {in_page}",
                 s.end - start
             )?;
             start = s.end;

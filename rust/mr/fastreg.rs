@@ -166,10 +166,10 @@ pub(crate) fn register(drv: &OxeDevice, pd: PdId, req: &RegReq) -> Result<(), Re
     let access = Access::validate_for_mr(req.access, FAST_ACCESS).map_err(|_| Refused)?;
     let range = Range::new(req.iova, req.len).map_err(|_| Refused)?;
     let mut st = mr.state.lock();
-    if st.revoked || !st.free || st.pd != pd || req.len > list.staged_len() {
+    if st.revoked || !st.free || st.pd != pd {
         return Err(Refused);
     }
-    list.commit();
+    list.commit(req.len).map_err(|_| Refused)?;
     st.access = access;
     st.range = range;
     st.free = false;
