@@ -85,6 +85,13 @@ bench)
     # perftest pairs, the two types taking turns (both bind UDP 4791). oxe is
     # optional: without its data path it is recorded as missing.
     run_suite bench_perf suite_bench_perf oxe:optional rxe
+    # Kernel consumers: NVMe over Fabrics, each type on a pair of its own.
+    rdma_reset
+    run_suite bench_nvmeof suite_bench_nvmeof
+    ;;
+bench-nvmeof)
+    # The NVMe-oF benchmark alone (qemu-test/vm.sh bench-nvmeof).
+    run_suite bench_nvmeof suite_bench_nvmeof
     ;;
 clients)
     # The client suites on rxe, the yardstick (qemu-test/vm.sh clients).

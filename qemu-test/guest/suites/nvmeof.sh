@@ -47,33 +47,62 @@ nvmeof_wait_disk() {
     return 1
 }
 
-suite_nvmeof() { # target_dev host_dev [tag]
-    local target=$1 host=$2 tag=${3:-nvmeof} rc=0 backing disk log=$OXE_RESULTS/logs t0=$SECONDS
-    local verdicts=$log/$tag.verdicts.json name="$tag:$host->$target"
-    : >"$verdicts.tmp"
+# Brings up TARGET (nvmet-rdma on vul0) and HOST (nvme-rdma on vul1) and
+# connects; sets NVMEOF_DISK to the host's block device. Logs under TAG.
+nvmeof_up() { # target host tag
+    local log=$OXE_RESULTS/logs
+    NVMEOF_DISK= NVMEOF_BACKING=
     mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
     modprobe nvmet && modprobe nvmet-rdma && modprobe nvme-rdma || {
         echo "cannot load the NVMe-oF modules"
         return 1
     }
-    if ! ulp_pair_setup "$target" "$host"; then
-        echo "cannot set up $target on vul0 and $host on vul1"
-        rc=1
-    elif ! backing=$(ulp_backing 72); then
+    if ! ulp_pair_setup "$1" "$2"; then
+        echo "cannot set up $1 on vul0 and $2 on vul1"
+    elif ! NVMEOF_BACKING=$(ulp_backing 72); then
         echo "cannot make the backing loop device"
-        rc=1
-    elif ! nvmeof_target_up "$backing"; then
+    elif ! nvmeof_target_up "$NVMEOF_BACKING"; then
         echo "cannot configure the nvmet target on $ULP_TARGET_IP"
-        rc=1
     elif ! timeout 120 nvme connect -t rdma -a $ULP_TARGET_IP -s 4420 -w $ULP_HOST_IP \
-        -n $NVMEOF_NQN --hostnqn=$NVMEOF_HOSTNQN >"$log/$tag-connect.log" 2>&1 ||
-        ! disk=$(nvmeof_wait_disk); then
-        echo "nvme connect from $host to $target failed:"
-        cat "$log/$tag-connect.log"
-        rc=1
+        -n $NVMEOF_NQN --hostnqn=$NVMEOF_HOSTNQN >"$log/$3-connect.log" 2>&1 ||
+        ! NVMEOF_DISK=$(nvmeof_wait_disk); then
+        echo "nvme connect from $2 to $1 failed:"
+        cat "$log/$3-connect.log"
     else
-        echo "$host (nvme-rdma) -> $target (nvmet-rdma, $backing): $disk"
-        blk_roundtrip "$disk" "$name" "$verdicts.tmp" || rc=1
+        echo "$2 (nvme-rdma) -> $1 (nvmet-rdma, $NVMEOF_BACKING): $NVMEOF_DISK"
+        return 0
+    fi
+    return 1
+}
+
+# Undoes nvmeof_up (whatever part of it was done).
+nvmeof_down() { # target
+    local rc=0
+    if [ -n "${NVMEOF_DISK:-}" ]; then
+        timeout 60 nvme disconnect -n $NVMEOF_NQN >/dev/null || { echo "nvme disconnect failed"; rc=1; }
+    fi
+    # The target's device goes before its port: the listener then goes
+    # with the device (DEVICE_REMOVAL), and removing the port from configfs
+    # has no cm_id left to destroy. The other order has nvmet destroy the
+    # listener with nvmet_config_sem held, while an I/O queue's connect,
+    # run from a CM handler, takes that semaphore inside the cm_id's
+    # handler mutex: lockdep reports the inversion (an upstream nvmet
+    # issue, whatever the device).
+    rdma link delete "$1" 2>/dev/null
+    nvmeof_target_down
+    [ -n "${NVMEOF_BACKING:-}" ] && ulp_backing_release "$NVMEOF_BACKING"
+    ulp_pair_teardown
+    modprobe -r nvme-rdma nvmet-rdma nvmet 2>/dev/null
+    NVMEOF_DISK= NVMEOF_BACKING=
+    return $rc
+}
+
+suite_nvmeof() { # target_dev host_dev [tag]
+    local target=$1 host=$2 tag=${3:-nvmeof} rc=0 log=$OXE_RESULTS/logs t0=$SECONDS
+    local verdicts=$log/$tag.verdicts.json name="$tag:$host->$target"
+    : >"$verdicts.tmp"
+    if nvmeof_up "$target" "$host" "$tag"; then
+        blk_roundtrip "$NVMEOF_DISK" "$name" "$verdicts.tmp" || rc=1
         # What fast registration did, on each side.
         local c side
         for side in "$host" "$target"; do
@@ -85,20 +114,10 @@ suite_nvmeof() { # target_dev host_dev [tag]
         rdma -dd resource show mr dev "$host" >"$log/$tag-mr.txt" 2>&1
         grep -q 'drv_fastreg \(free\|valid\)' "$log/$tag-mr.txt" ||
             { echo "rdma -dd resource show mr lists no fast-registration MR of $host"; rc=1; }
-        timeout 60 nvme disconnect -n $NVMEOF_NQN || { echo "nvme disconnect failed"; rc=1; }
+    else
+        rc=1
     fi
-    # The target's device goes before its port: the listener then goes
-    # with the device (DEVICE_REMOVAL), and removing the port from configfs
-    # has no cm_id left to destroy. The other order has nvmet destroy the
-    # listener with nvmet_config_sem held, while an I/O queue's connect,
-    # run from a CM handler, takes that semaphore inside the cm_id's
-    # handler mutex: lockdep reports the inversion (an upstream nvmet
-    # issue, whatever the device).
-    rdma link delete "$target" 2>/dev/null
-    nvmeof_target_down
-    [ -n "${backing:-}" ] && ulp_backing_release "$backing"
-    ulp_pair_teardown
-    modprobe -r nvme-rdma nvmet-rdma nvmet 2>/dev/null
+    nvmeof_down "$target" || rc=1
     # The devices went (rdma link delete) with their MRs, QPs and the
     # module: nothing may be left behind.
     lsmod | grep -q '^oxe ' && { echo "oxe still loaded after rdma_reset"; rc=1; }
