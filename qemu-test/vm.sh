@@ -9,7 +9,7 @@ source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
 case "$mode" in
-test | quick | dp | clients-oxe | hostile | same-netns | script | nvmeof | force-mr) default_flavour=debug ;;
+test | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr) default_flavour=debug ;;
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}

@@ -6,8 +6,9 @@
 Every figure is a ratio of oxe to rxe measured in the same guest in the same
 run: absolute numbers under TCG mean little. Inputs: bench-mr-{oxe0,rxe0}.json
 (mr_bench), bench-touch-{oxe0,rxe0}.json (mr_bench --touch: ODP faults on the
-data path) and bench-perf-{oxe,rxe}.json (suite_bench_perf); a side that could
-not run is reported as missing, never as a failure.
+data path), bench-perf-{oxe,rxe}.json (suite_bench_perf) and bench-nvmeof.jsonl
+(suite_bench_nvmeof: fio over NVMe-oF); a side that could not run is reported
+as missing, never as a failure.
 """
 import json
 import sys
@@ -114,6 +115,43 @@ def perf_section(results):
             "pairs": {"oxe": oxe and oxe["pair"], "rxe": rxe and rxe["pair"]}}
 
 
+# fio over NVMe-oF: measure, label, unit; oxe/rxe must reach the target.
+NVMEOF = [("randread_4k_iops", "4 KiB random read, depth 16", "IOPS"),
+          ("seqread_128k_mbps", "128 KiB sequential read, depth 4", "MB/s")]
+NVMEOF_TARGET = 1.5
+
+
+def nvmeof_section(results):
+    """Median of the rounds per type and measure, and oxe over rxe."""
+    path = results / "bench-nvmeof.jsonl"
+    if not path.exists():
+        return None
+    runs = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    rows = []
+    for key, label, unit in NVMEOF:
+        med = {}
+        for typ in ("oxe", "rxe"):
+            vals = sorted(r["value"] for r in runs if r["type"] == typ and r["measure"] == key)
+            med[typ] = vals[len(vals) // 2] if vals else None
+            med[f"{typ}_rounds"] = vals
+        ratio = med["oxe"] / med["rxe"] if med["oxe"] and med["rxe"] else None
+        rows.append({"measure": key, "label": label, "unit": unit, **med,
+                     "ratio": ratio and round(ratio, 2), "met": ratio and ratio >= NVMEOF_TARGET})
+    return {"rows": rows, "target_over_rxe": f">= {NVMEOF_TARGET}"}
+
+
+def nvmeof_markdown(nv):
+    if not nv:
+        return ["", "NVMe-oF (fio): missing (bench-nvmeof.jsonl absent)"]
+    md = ["", "| fio over NVMe-oF, host -> target on one pair of each type | oxe | rxe | oxe/rxe | target | met |",
+          "|---|---:|---:|---:|---:|---|"]
+    for r in nv["rows"]:
+        met = "—" if r["met"] is None else ("yes" if r["met"] else "no")
+        md.append(f"| {r['label']}, {r['unit']} | {fmt(r['oxe'])} | {fmt(r['rxe'])} | "
+                  f"{fmt(r['ratio'], 2)} | ≥ {NVMEOF_TARGET} | {met} |")
+    return md
+
+
 def fmt(v, nd=1):
     return "missing" if v is None else f"{v:.{nd}f}"
 
@@ -141,7 +179,7 @@ def touch_markdown(touch):
     return md
 
 
-def markdown(mr, perf, touch):
+def markdown(mr, perf, touch, nvmeof=None):
     md = []
     if mr:
         md += ["| reg+dereg (pre-touched) | oxe µs | rxe µs | oxe/rxe |", "|---|---:|---:|---:|"]
@@ -159,6 +197,7 @@ def markdown(mr, perf, touch):
     else:
         md += ["MR registration: missing (bench-mr-oxe0.json or bench-mr-rxe0.json absent)"]
     md += touch_markdown(touch)
+    md += nvmeof_markdown(nvmeof)
     md += ["", "| perftest, A on veth0 -> B in netns peer | oxe | rxe | oxe/rxe | target | met |",
            "|---|---:|---:|---:|---:|---|"]
     for r in perf["rows"]:
@@ -233,18 +272,21 @@ def plot(results, mr, perf):
 def main(results):
     results = Path(results)
     mr, perf, touch = mr_section(results), perf_section(results), touch_section(results)
+    nvmeof = nvmeof_section(results)
     bench = {
         "mr": mr,
         "odp_touch": touch,
+        "nvmeof": nvmeof,
         "perf": perf,
         "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1,
                     "odp_first_touch_over_rxe": ">= 1.5", "odp_present_over_pinned": ">= 0.9",
+                    "nvmeof_over_rxe": f">= {NVMEOF_TARGET}",
                     **{f"{k}_ratio": f"{op} {t}" for k, _, _, op, t in PERF}},
         "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap; "
                 "perftest MB/s are 2^20 bytes per second",
     }
     (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
-    md = markdown(mr, perf, touch)
+    md = markdown(mr, perf, touch, nvmeof)
     (results / "bench.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     plot(results, mr, perf)

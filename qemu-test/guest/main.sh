@@ -48,6 +48,7 @@ test)
     run_suite same_netns suite_same_netns
     # Kernel consumers' fast registration, through NVMe over Fabrics.
     run_suite nvmeof suite_nvmeof oxe6 oxe7
+    run_suite rnbd suite_rnbd oxe6 oxe7
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 force-mr)
@@ -55,9 +56,10 @@ force-mr)
     # its buffers for RDMA READ and WRITE too.
     run_suite nvmeof_force_mr suite_nvmeof oxe6 oxe7 nvmeof-force-mr
     ;;
-nvmeof)
-    # The NVMe-oF suite alone (qemu-test/vm.sh nvmeof).
+ulp)
+    # The kernel ULP suites alone (qemu-test/vm.sh ulp).
     run_suite nvmeof suite_nvmeof oxe6 oxe7
+    run_suite rnbd suite_rnbd oxe6 oxe7
     ;;
 yardstick)
     # rxe in the same suites, on the plain kernel in `make test`: the floor oxe

@@ -24,7 +24,16 @@ ulp_pair_setup() { # target_dev host_dev
         ip addr add $ULP_TARGET_IP/24 dev vul0 && ip addr add $ULP_HOST_IP/24 dev vul1 &&
         ip link set vul0 up && ip link set vul1 up && sysctl -q -w "${ULP_SYSCTLS[@]}" &&
         add_link "$1" "$(link_type "$1")" vul0 && add_link "$2" "$(link_type "$2")" vul1 &&
-        gid_index "$1" $ULP_TARGET_IP >/dev/null && gid_index "$2" $ULP_HOST_IP >/dev/null
+        gid_index "$1" $ULP_TARGET_IP >/dev/null && gid_index "$2" $ULP_HOST_IP >/dev/null &&
+        ulp_neighbours
+}
+
+# Each end's neighbour entry for the other, as a network that has carried any
+# traffic has them. Without, rtrs's first connection sat in ib_core's address
+# resolution (ADDR_QUERY) until it timed out, neighbour resolution never
+# completing for it over this pair; a ping resolves the same entries at once.
+ulp_neighbours() {
+    ping -c 1 -W 5 -I vul1 $ULP_TARGET_IP >/dev/null && ping -c 1 -W 5 -I vul0 $ULP_HOST_IP >/dev/null
 }
 
 ulp_pair_teardown() {
