@@ -58,21 +58,30 @@ fn icrc_ok(bytes: &[u8], l4: usize) -> bool {
 }
 
 impl OxeDevice {
-    /// Drains the loopback queue (the device's receive work).
-    pub(crate) fn drain_rx(&self) {
-        while let Some(skb) = self.rx().and_then(|q| q.pop()) {
-            self.receive(skb, Context::Work);
+    /// Drains the loopback queue: packets this host sent to the device,
+    /// received in softirq on their sender's CPU as the network's would
+    /// be ([`DrainOn::Softirq`]), at most [`LOOPBACK_BUDGET`] a run.
+    /// Returns whether some are left.
+    ///
+    /// [`DrainOn::Softirq`]: crate::ib::work::DrainOn::Softirq
+    pub(crate) fn drain_rx(&self) -> bool {
+        for _ in 0..LOOPBACK_BUDGET {
+            let Some(skb) = self.rx().and_then(|q| q.pop()) else {
+                return false;
+            };
+            self.receive(skb);
         }
+        true
     }
 
-    /// Processes one packet (`Context::Softirq`: in the softirq that
-    /// received it from the network), or leaves it in its QP's backlog.
+    /// Processes one packet in softirq (the network's receive, or the
+    /// loopback queue's drain), or leaves it in its QP's backlog.
     ///
     /// The headers are parsed first and the ICRC checked only once the
     /// packet is processed, so that a packet left for another CPU costs
     /// this one no pass over its payload. Nothing but the QP lookup is
     /// done with a packet before its ICRC is checked.
-    pub(crate) fn receive(&self, mut skb: RxPacket, ctx: Context) {
+    pub(crate) fn receive(&self, mut skb: RxPacket) {
         let deferred = {
             let Some((bytes, l4)) = skb.bytes() else {
                 return;
@@ -91,13 +100,13 @@ impl OxeDevice {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
-            // A QP answering a READ holds everything after it back, in
-            // any context, until the READ's last response is out; so does
+            // A QP answering a READ holds everything after it back until
+            // the READ's last response is out; so does
             // anything in its backlog (a large packet, one waiting for an
             // ODP fault): the QP sees its packets in order.
             let held =
                 qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
-            if (ctx == Context::Softirq && qp.defers(&p)) || held {
+            if qp.defers(&p) || held {
                 qp
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
@@ -115,10 +124,10 @@ impl OxeDevice {
         }
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
         if let Some(b) = deferred.backlog.as_ref() {
-            // Steered to another CPU from softirq, where the sender's CPU
-            // runs both ends of a local transfer; from a work item (the
-            // loopback's), the CPU it ran on takes it.
-            b.push(skb, ctx == Context::Work);
+            // Steered to another CPU: the receive softirq of a packet from
+            // this host runs on its sender's CPU, which then runs both
+            // ends of a local transfer.
+            b.push(skb);
         }
     }
 
@@ -137,14 +146,11 @@ impl OxeDevice {
     }
 }
 
-/// Where a packet is being received.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Context {
-    /// The network's receive softirq.
-    Softirq,
-    /// A work item (process context).
-    Work,
-}
+/// Loopback packets received per run of the queue's drain, which is a
+/// softirq: the drain then queues itself again, behind the BH work queued
+/// meanwhile (the BH worker runs for at most 2 ms or 10 rounds before
+/// other softirqs get a turn).
+const LOOPBACK_BUDGET: u32 = 64;
 
 /// Packets drained from a backlog per run, before other work gets a turn.
 const BACKLOG_BUDGET: u32 = 64;
@@ -188,8 +194,8 @@ impl Qp {
     ///   packets) behind it and overflow it; from process context each one
     ///   is processed as it is sent.
     ///
-    /// (Once anything is deferred, everything is, in any context, until
-    /// the backlog is drained: see `OxeDevice::receive`.)
+    /// (Once anything is deferred, everything is, until the backlog is
+    /// drained: see `OxeDevice::receive`.)
     ///
     /// [`DrainOn::OtherCpu`]: crate::ib::work::DrainOn::OtherCpu
     fn defers(&self, p: &Packet<'_>) -> bool {

@@ -33,7 +33,6 @@ use crate::oxe_core::gid::Gid;
 use crate::oxe_core::pma::{Answer, MAD_LEN};
 use crate::oxe_core::qp_state::QpType;
 use crate::qp::Qp;
-use crate::recv::Context;
 use crate::srq::Srq;
 use kernel::prelude::*;
 use kernel::str::CStr;
@@ -76,7 +75,7 @@ impl Driver for OxeDevice {
     }
 
     fn receive(&self, pkt: RxPacket) {
-        OxeDevice::receive(self, pkt, Context::Softirq)
+        OxeDevice::receive(self, pkt)
     }
 
     fn loopback(&self, pkt: RxPacket) {

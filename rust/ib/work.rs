@@ -4,9 +4,10 @@
 //! path hands packets over with.
 //!
 //! Network receive is processed in softirq; what runs here is timers
-//! (delayed work), flushes, packets a device sent to its own host
-//! (queued, since their sender holds a QP lock the receiver may need), and
-//! QP backlogs: packets left for another CPU (see `recv.rs`).
+//! (delayed work), flushes, packets a device sent to its own host (queued,
+//! since their sender holds a QP lock the receiver may need, and drained in
+//! softirq on the sender's CPU, as the network delivers a packet to this
+//! host), and QP backlogs: packets left for another CPU (see `recv.rs`).
 //! Each handle cancels and waits for its work when dropped, so a work
 //! function never runs on a freed object; and the queue itself is destroyed
 //! at module exit, after every device is gone.
@@ -182,11 +183,14 @@ pub(crate) fn start_rx_queue<T: HasRxQueue>(this: &impl Anchored<T>, on: DrainOn
         .ok_or(EBUSY)
 }
 
-/// oxe's two workqueues: an unbound one, and a per-CPU one for work that
-/// must run on a CPU of our choosing (a QP's home, a steered queue's CPU).
-/// Set once at module init, cleared at exit, after every device is gone.
+/// oxe's three workqueues: an unbound one, a per-CPU one for work that
+/// must run on a CPU of our choosing (a QP's home, a steered queue's CPU),
+/// and a BH one, whose work runs in softirq on the CPU that queued it (a
+/// device's loopback queue). Set once at module init, cleared at exit,
+/// after every device is gone.
 static UNBOUND: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
 static PER_CPU: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
+static BH: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Creates oxe's workqueues; module init.
 pub(crate) fn init() -> Result {
@@ -198,23 +202,29 @@ pub(crate) fn init() -> Result {
         })
         .ok_or(ENOMEM)
     };
-    let unbound = alloc(c"oxe", b::wq_flags_WQ_UNBOUND | b::wq_flags_WQ_HIGHPRI)?;
-    let per_cpu = match alloc(c"oxe_cpu", b::wq_flags_WQ_PERCPU | b::wq_flags_WQ_HIGHPRI) {
-        Ok(q) => q,
-        Err(e) => {
-            // SAFETY: created above, unused.
-            unsafe { b::destroy_workqueue(unbound.as_ptr()) };
-            return Err(e);
+    let queues = [
+        (&UNBOUND, c"oxe", b::wq_flags_WQ_UNBOUND | b::wq_flags_WQ_HIGHPRI),
+        (&PER_CPU, c"oxe_cpu", b::wq_flags_WQ_PERCPU | b::wq_flags_WQ_HIGHPRI),
+        // A BH queue takes no max_active, and of the flags only these and
+        // WQ_HIGHPRI (which would run it from HI_SOFTIRQ, ahead of the
+        // network's receive).
+        (&BH, c"oxe_bh", b::wq_flags_WQ_BH | b::wq_flags_WQ_PERCPU),
+    ];
+    for (slot, name, flags) in queues {
+        match alloc(name, flags) {
+            Ok(q) => slot.store(q.as_ptr(), Ordering::Release),
+            Err(e) => {
+                exit();
+                return Err(e);
+            }
         }
-    };
-    UNBOUND.store(unbound.as_ptr(), Ordering::Release);
-    PER_CPU.store(per_cpu.as_ptr(), Ordering::Release);
+    }
     Ok(())
 }
 
 /// Destroys the workqueues (draining them); module exit, after every device.
 pub(crate) fn exit() {
-    for q in [&PER_CPU, &UNBOUND] {
+    for q in [&BH, &PER_CPU, &UNBOUND] {
         let q = q.swap(core::ptr::null_mut(), Ordering::AcqRel);
         if !q.is_null() {
             // SAFETY: created by `init`; every work handle has been dropped
@@ -406,22 +416,41 @@ impl Drop for Work {
 
 /// What drains an [`RxQueue`].
 pub(crate) trait Drain: Sync {
-    /// Processes queued packets (process context); returns whether some are
-    /// left, and the drain then runs again after other work had a turn.
+    /// Processes queued packets (process context, or softirq for a queue
+    /// drained [`DrainOn::Softirq`]); returns whether some are left, and
+    /// the drain then runs again after other work had a turn.
     fn drain(&self) -> bool;
 }
 
 /// Where an [`RxQueue`] is drained.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DrainOn {
-    /// Any CPU (oxe's unbound workqueue).
-    AnyCpu,
     /// Another CPU than the one that pushed the packet: the receive
     /// softirq of a packet sent on this host runs on the sender's CPU, and
     /// a long transfer then keeps one CPU busy with both of its ends. A
     /// queue already being drained stays on its CPU, so its packets are
     /// processed in order.
     OtherCpu,
+    /// In softirq, on the CPU that pushed the packet, once it lets
+    /// softirqs run (oxe's BH workqueue): how the network delivers a packet
+    /// sent to this host, without waking a kworker for each one. A queue
+    /// already queued or being drained stays on its CPU, as above. The
+    /// drain must bound its run: a softirq must not hog its CPU.
+    Softirq,
+}
+
+impl DrainOn {
+    /// The workqueue, and the CPU on it, for a drain queued from this CPU
+    /// (`here`: a steered queue stays on this CPU).
+    fn target(self, here: bool) -> (*mut b::workqueue_struct, i32) {
+        let local = b::wq_misc_consts_WORK_CPU_UNBOUND as i32;
+        match self {
+            DrainOn::OtherCpu if here => (wq(&PER_CPU), local),
+            DrainOn::OtherCpu => (wq(&PER_CPU), cpu_after(this_cpu())),
+            // WORK_CPU_UNBOUND on a per-CPU (BH) queue is the local CPU.
+            DrainOn::Softirq => (wq(&BH), local),
+        }
+    }
 }
 
 /// The memory of an [`RxQueue`]: the work first, so that its address is
@@ -436,16 +465,11 @@ struct RxCell {
 }
 
 impl RxCell {
-    /// Queues the drain (on this CPU if `here`, for a queue steered to
-    /// another one). A work item already queued or running keeps its CPU
-    /// (the workqueue never runs one item on two CPUs at once), so a queue
-    /// is drained in order, by one CPU at a time.
-    fn kick(&self, here: bool) {
-        let (q, cpu) = match self.on {
-            DrainOn::OtherCpu if here => (wq(&PER_CPU), b::wq_misc_consts_WORK_CPU_UNBOUND as i32),
-            DrainOn::OtherCpu => (wq(&PER_CPU), cpu_after(this_cpu())),
-            DrainOn::AnyCpu => (wq(&UNBOUND), b::wq_misc_consts_WORK_CPU_UNBOUND as i32),
-        };
+    /// Queues the drain. A work item already queued or running keeps its
+    /// CPU (the workqueue never runs one item on two CPUs at once), so a
+    /// queue is drained in order, by one CPU at a time.
+    fn kick(&self) {
+        let (q, cpu) = self.on.target(false);
         // SAFETY: an initialized work (RxQueue invariant) on one of our
         // queues, which exist while work does.
         unsafe { b::queue_work_on(cpu, q, self.work.get()) };
@@ -462,19 +486,16 @@ unsafe extern "C" fn run_drain<T: Drain>(work: *mut b::work_struct) {
     let cell = unsafe { &*work.cast::<RxCell>() };
     // SAFETY: as above.
     if unsafe { &*cell.ctx.cast::<T>() }.drain() {
-        // Again after other work had a turn; on the per-CPU queue, from
-        // this CPU (WORK_CPU_UNBOUND there means the local one), so a
-        // steered queue stays where it is being drained.
-        let q = match cell.on {
-            DrainOn::OtherCpu => wq(&PER_CPU),
-            DrainOn::AnyCpu => wq(&UNBOUND),
-        };
+        // Again after other work had a turn; from this CPU, so a steered
+        // queue stays where it is being drained.
+        let (q, cpu) = cell.on.target(true);
         // SAFETY: as in `RxCell::kick`.
-        unsafe { b::queue_work_on(b::wq_misc_consts_WORK_CPU_UNBOUND as i32, q, work) };
+        unsafe { b::queue_work_on(cpu, q, work) };
     }
 }
 
-/// Packets from softirq receive, drained in process context by `T::drain`.
+/// Packets handed over by the receive path, drained by `T::drain` where
+/// the queue's [`DrainOn`] says.
 ///
 /// # Invariants
 ///
@@ -515,20 +536,17 @@ impl RxQueue {
         Ok(RxQueue(cell))
     }
 
-    /// Queues a packet and schedules the drain. Any context. `here`: on
-    /// this CPU, for a queue steered to another one; for a packet pushed
-    /// by a work item, whose CPU is free for it once the item is done,
-    /// while the other one may be busy with the process it is for.
-    pub(crate) fn push(&self, pkt: RxPacket, here: bool) {
+    /// Queues a packet and schedules the drain. Any context.
+    pub(crate) fn push(&self, pkt: RxPacket) {
         // SAFETY: the packet's skb, ours to give.
         unsafe { self.0.skbs.push(pkt.into_raw()) };
-        self.0.kick(here);
+        self.0.kick();
     }
 
     /// Schedules the drain without a packet: it has work of its own left
     /// (a READ being answered in bursts).
     pub(crate) fn kick(&self) {
-        self.0.kick(false);
+        self.0.kick();
     }
 
     /// The next queued packet.
