@@ -108,8 +108,9 @@ run: module-plain provider
 
 # Builds first (each step timed; a failed build stops here, saying why), then
 # every check, each recorded pass or fail: oxe's guest suites on the debug
-# kernel (and NVMe-oF again with ib_core.force_mr=1), then rxe's yardstick on
-# the plain one. Ends with where the time went.
+# kernel (and NVMe-oF again with ib_core.force_mr=1, and against rxe in a
+# second guest on one virtual wire), then rxe's yardstick on the plain one.
+# Ends with where the time went.
 test:
 	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json
 	@$(TIMED) "setup (packages, tools)" $(MAKE) -s deps
@@ -121,7 +122,7 @@ test:
 		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then r=pass; else r=fail; fi; \
 		echo "$${step%% *} $$r" >>$(RESULTS)/checks.txt; \
 	done
-	@for run in "test debug" "force-mr debug" "yardstick plain"; do \
+	@for run in "test debug" "force-mr debug" "wire debug" "yardstick plain"; do \
 		$(TIMED) "guest: $$run kernel (whole boot)" qemu-test/vm.sh $$run; rc=$$?; \
 		cat $(RESULTS)/guest-checks.txt >>$(RESULTS)/checks.txt 2>/dev/null; \
 		[ $$rc = 0 ] || echo "guest $$run fail" >>$(RESULTS)/checks.txt; \

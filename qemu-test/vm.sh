@@ -9,7 +9,7 @@ source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
 case "$mode" in
-test | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr) default_flavour=debug ;;
+test | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr | wire) default_flavour=debug ;;
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}
@@ -46,18 +46,19 @@ accel() {
 
 # oxe.ko goes where modprobe finds it, so that `rdma link add ... type oxe`
 # loads it through its rdma-link-oxe alias like any in-tree link type.
-install_module() {
-    local mods=$kdir/.virtme_mods
-    (cd "$kdir" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
-    install -D -m0644 "$module" "$mods/lib/modules/0.0.0/extra/oxe.ko"
+install_module() { # kdir module
+    local mods=$1/.virtme_mods
+    (cd "$1" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
+    install -D -m0644 "$2" "$mods/lib/modules/0.0.0/extra/oxe.ko"
     depmod -b "$mods" 0.0.0
 }
 [ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'"
-# One guest at a time per machine: the module directory is shared by every
-# checkout, and two TCG guests on two cores would only slow each other down.
+# One guest at a time per machine (but for `wire`'s two): the module
+# directory is shared by every checkout, and two TCG guests on two cores
+# would only slow each other down.
 exec 9>"$OXE_CACHE/vm.lock"
 [ "${OXE_VM_LOCK:-1}" = 0 ] || flock 9
-install_module
+install_module "$kdir" "$module"
 
 acc=$(accel)
 log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
@@ -65,10 +66,44 @@ env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kd
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
 # rdma_rw's force_mr is read-only once ib_core (built in) is up: the boot sets it.
 [ "$mode" = force-mr ] && vng_args+=(--append "ib_core.force_mr=1")
+
+# `wire`: two guests, each with a virtio NIC, joined by QEMU into one virtual
+# Ethernet (UDP datagrams between the two QEMUs on the host's loopback, so
+# neither waits for the other to start): this one (oxe, the debug kernel)
+# and a second on the plain kernel, where rxe runs, with its own results
+# directory. The kernel ULPs, which only use the initial network namespace,
+# then meet rxe on another host (suites/nvmeof_wire.sh).
+wire_nic() { # local_port remote_port mac
+    echo "-netdev dgram,id=wire,local.type=inet,local.host=127.0.0.1,local.port=$1,remote.type=inet,remote.host=127.0.0.1,remote.port=$2 -device virtio-net-pci,netdev=wire,mac=$3"
+}
+peer_pid=
+rm -f "$results/.guest-status" "$results/guest-checks.txt"
+if [ "$mode" = wire ]; then
+    peer_kdir=$("$OXE_TOP/scripts/kernel.sh" dir plain)
+    peer_module=$(module_dir plain)/oxe.ko
+    [ -f "$peer_kdir/.oxe-built" ] || die "plain kernel not built (the rxe guest's): run 'make kernel-plain'"
+    [ -f "$peer_module" ] || die "oxe.ko for the plain kernel not built: run 'make module-plain'"
+    install_module "$peer_kdir" "$peer_module"
+    peer_results=$results/wire-rxe
+    rm -rf "$peer_results" && mkdir -p "$peer_results"
+    peer_env=${env_args/"OXE_FLAVOUR=$flavour"/OXE_FLAVOUR=plain}
+    peer_env=${peer_env/"OXE_KDIR=$kdir"/OXE_KDIR=$peer_kdir}
+    peer_env=${peer_env/"OXE_RESULTS=$results"/OXE_RESULTS=$peer_results}
+    log "booting the rxe guest (plain kernel) on the other end of the wire"
+    # Under timeout(1), which runs it in a process group of its own and,
+    # when it times out or is told to stop, signals that whole group, QEMU
+    # included; the console through a pipe, as below.
+    timeout -k 30 3600 "$VENV/bin/vng" --run "$peer_kdir" $acc --cpus 1 --memory 2G \
+        --rwdir "$peer_results" --cwd "$OXE_TOP" --qemu-opts="$(wire_nic 47102 47101 52:54:00:0f:00:02)" \
+        --exec "env $peer_env bash $OXE_TOP/qemu-test/guest/main.sh wire-rxe" \
+        </dev/null > >(cat >"$peer_results/console.log") 2>&1 &
+    peer_pid=$!
+    mode=wire-oxe
+    vng_args+=(--qemu-opts="$(wire_nic 47101 47102 52:54:00:0f:00:01)")
+fi
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
 fi
-rm -f "$results/.guest-status" "$results/guest-checks.txt"
 # The guest writes its verdict to a file: qemu's exit status does not carry the
 # command's through virtme-ng in every version.
 # Through a pipe: QEMU reopens its stdout and would truncate a redirected file.
@@ -87,4 +122,21 @@ while read -r name verdict; do
 done <"$results/guest-checks.txt" 2>/dev/null
 [ "$mode" = test ] || [ "$mode" = yardstick ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
+if [ -n "$peer_pid" ]; then
+    # The rxe guest ends on its own (its waits time out); bounded here too.
+    for _ in $(seq 300); do kill -0 "$peer_pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$peer_pid" 2>/dev/null; then
+        echo "=== the rxe guest did not end: stopped"
+        kill "$peer_pid" 2>/dev/null || true
+    fi
+    wait "$peer_pid" 2>/dev/null || true
+    [ -f "$peer_results/guest-checks.txt" ] &&
+        sed 's/^/rxe-guest:/' "$peer_results/guest-checks.txt" >>"$results/guest-checks.txt"
+    peer_status=$(cat "$peer_results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
+    if [ "$peer_status" != ok ]; then
+        echo "=== the rxe guest failed ($peer_status); its logs:"
+        cat "$peer_results"/logs/suite-*.log 2>/dev/null || true
+        [ "$status" = ok ] && status="the rxe guest: $peer_status"
+    fi
+fi
 [ "$status" = ok ] || die "guest $mode failed: $status"

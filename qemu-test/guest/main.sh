@@ -56,6 +56,15 @@ force-mr)
     # its buffers for RDMA READ and WRITE too.
     run_suite nvmeof_force_mr suite_nvmeof oxe6 oxe7 nvmeof-force-mr
     ;;
+wire-oxe)
+    # The oxe guest of two on one virtual wire (qemu-test/vm.sh wire):
+    # NVMe-oF against the rxe guest, in both roles.
+    run_suite nvmeof_wire suite_nvmeof_wire oxe
+    ;;
+wire-rxe)
+    # The rxe guest of the two (plain kernel; its own results directory).
+    run_suite nvmeof_wire_rxe suite_nvmeof_wire rxe
+    ;;
 ulp)
     # The kernel ULP suites alone (qemu-test/vm.sh ulp).
     run_suite nvmeof suite_nvmeof oxe6 oxe7
