@@ -22,6 +22,10 @@ PERF = [
     ("write_bw", "ib_write_bw 64 KiB", "MB/s", ">=", 2.0),
     ("read_bw", "ib_read_bw 64 KiB", "MB/s", ">=", 2.0),
     ("write_lat", "ib_write_lat 8 B, typical", "µs", "<=", 0.5),
+    # Four QPs at once: both vCPUs at work, on each side.
+    ("write_bw_q4", "ib_write_bw -q 4, 64 KiB", "MB/s", ">=", 2.0),
+    ("read_bw_q4", "ib_read_bw -q 4, 64 KiB", "MB/s", ">=", 2.0),
+    ("send_bw", "ib_send_bw 64 KiB", "MB/s", ">=", 2.0),
     # ODP buffers on both sides: what faulting costs against rxe's ODP.
     ("odp_write_bw", "ib_write_bw --odp 64 KiB", "MB/s", ">=", 1.0),
     ("odp_read_bw", "ib_read_bw --odp 64 KiB", "MB/s", ">=", 1.0),

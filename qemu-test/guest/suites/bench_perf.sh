@@ -1,8 +1,10 @@
 # Benchmark: perftest between two devices of one type, TYPE0 on veth0 (here,
 # client) and TYPE1 on veth1 (netns peer, server): ib_write_bw and ib_read_bw at
 # 64 KiB (MB/s as perftest reports them, 2^20 bytes/s), ib_write_lat at 8 bytes
-# (typical latency, µs), and ib_write_bw and ib_read_bw at 64 KiB with ODP
-# buffers (--odp) on both sides (their pages present after the first pass).
+# (typical latency, µs), ib_write_bw and ib_read_bw at 64 KiB over 4 QPs (-q 4:
+# both vCPUs at work), ib_send_bw at 64 KiB, and ib_write_bw and ib_read_bw at
+# 64 KiB with ODP buffers (--odp) on both sides (their pages present after the
+# first pass).
 #
 # The guest shares two host cores with whatever else the host runs, so single runs
 # are noisy (ib_write_lat at times 20x its usual). Each type gets
@@ -16,10 +18,11 @@
 BENCH_PERF_ROUNDS=${OXE_BENCH_ROUNDS:-5}
 BENCH_BW_ITERS=1000
 BENCH_LAT_ITERS=1000
-BENCH_MEASURES=(write_bw read_bw write_lat odp_write_bw odp_read_bw)
+BENCH_MEASURES=(write_bw read_bw write_lat write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw)
 # Measures whose failure leaves only themselves missing, not the type: ODP
-# support differs between drivers (and kernels), and must not cost the rest.
-BENCH_SOFT=" odp_write_bw odp_read_bw "
+# support differs between drivers (and kernels), and must not cost the rest;
+# the later additions must not cost the figures recorded before them.
+BENCH_SOFT=" write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw "
 
 # One run of measure M between TYPE0 and TYPE1 (set up by pair_setup); prints the value.
 bench_perf_run() { # type measure round
@@ -28,6 +31,10 @@ bench_perf_run() { # type measure round
     write_bw) tool=ib_write_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
     read_bw) tool=ib_read_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
     write_lat) tool=ib_write_lat size=8 iters=$BENCH_LAT_ITERS col=5 ;;
+    # -n counts per QP: four QPs move what one moves in write_bw.
+    write_bw_q4) tool=ib_write_bw size=65536 iters=$((BENCH_BW_ITERS / 4)) col=4 extra=(-q 4) ;;
+    read_bw_q4) tool=ib_read_bw size=65536 iters=$((BENCH_BW_ITERS / 4)) col=4 extra=(-q 4) ;;
+    send_bw) tool=ib_send_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
     odp_write_bw) tool=ib_write_bw size=65536 iters=$BENCH_BW_ITERS col=4 extra=(--odp) ;;
     odp_read_bw) tool=ib_read_bw size=65536 iters=$BENCH_BW_ITERS col=4 extra=(--odp) ;;
     esac
@@ -87,8 +94,8 @@ suite_bench_perf() { # type[:optional]...
             "${secs[$type]}" "${args[@]}" <<'EOF'
 import json, statistics, sys
 out, typ, missing, seconds = sys.argv[1:5]
-units = {"write_bw": "MB/s", "read_bw": "MB/s", "write_lat": "us", "odp_write_bw": "MB/s",
-         "odp_read_bw": "MB/s"}
+units = {"write_bw": "MB/s", "read_bw": "MB/s", "write_lat": "us", "write_bw_q4": "MB/s",
+         "read_bw_q4": "MB/s", "send_bw": "MB/s", "odp_write_bw": "MB/s", "odp_read_bw": "MB/s"}
 res = {"type": typ, "pair": f"{typ}0-{typ}1", "seconds": int(seconds), "missing": missing or None,
        "units": units, "stat": "median of runs", "runs": {}}
 for arg in sys.argv[5:]:
