@@ -203,8 +203,16 @@ pub(crate) fn init() -> Result {
         .ok_or(ENOMEM)
     };
     let queues = [
-        (&UNBOUND, c"oxe", b::wq_flags_WQ_UNBOUND | b::wq_flags_WQ_HIGHPRI),
-        (&PER_CPU, c"oxe_cpu", b::wq_flags_WQ_PERCPU | b::wq_flags_WQ_HIGHPRI),
+        (
+            &UNBOUND,
+            c"oxe",
+            b::wq_flags_WQ_UNBOUND | b::wq_flags_WQ_HIGHPRI,
+        ),
+        (
+            &PER_CPU,
+            c"oxe_cpu",
+            b::wq_flags_WQ_PERCPU | b::wq_flags_WQ_HIGHPRI,
+        ),
         // A BH queue takes no max_active, and of the flags only these and
         // WQ_HIGHPRI (which would run it from HI_SOFTIRQ, ahead of the
         // network's receive).
