@@ -531,14 +531,21 @@ impl RxQueue {
             },
             GFP_KERNEL,
         )?;
+        // Lockdep watches a work item as a lock, one class per place it is
+        // initialized: a queue drained in softirq and one drained with
+        // softirqs on need a class each, or the class looks taken both ways.
+        let (name, class) = match on {
+            DrainOn::Softirq => (c"oxe_loopback_queue", kernel::static_lock_class!()),
+            DrainOn::OtherCpu => (c"oxe_rx_queue", kernel::static_lock_class!()),
+        };
         // SAFETY: the work is pinned in the box and not in use yet (INIT_WORK).
         unsafe {
             b::init_work_with_key(
                 cell.work.get(),
                 Some(run_drain::<T>),
                 false,
-                c"oxe_rx_queue".as_char_ptr(),
-                kernel::static_lock_class!().as_ptr(),
+                name.as_char_ptr(),
+                class.as_ptr(),
             )
         };
         Ok(RxQueue(cell))
