@@ -101,9 +101,9 @@ impl OxeDevice {
                 return;
             };
             // A QP answering a READ holds everything after it back until
-            // the READ's last response is out; so does
-            // anything in its backlog (a large packet, one waiting for an
-            // ODP fault): the QP sees its packets in order.
+            // the READ's last response is out; so does anything in its
+            // backlog (a large packet, one waiting for an ODP fault): the
+            // QP sees its packets in order.
             let held =
                 qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
             if qp.defers(&p) || held {

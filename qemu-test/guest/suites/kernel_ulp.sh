@@ -64,8 +64,9 @@ ULP_SIZES=(512 4096 12288 65536 131072 1048576 4194304)
 
 # Writes random data to DEV with O_DIRECT in each of ULP_SIZES (each size in
 # its own region of the device, several I/Os per size: BLK_BYTES, 1 MiB
-# unless set, and at least 4), reads it back with O_DIRECT and compares. Appends "NAME:SIZE": "ok"|"FAIL" to the verdicts
-# file; prints a line per size. Returns non-zero if any size failed.
+# unless set, and at least 4), reads it back with O_DIRECT and compares.
+# Appends "NAME:SIZE": "ok"|"FAIL" to the verdicts file; prints a line per
+# size. Returns non-zero if any size failed.
 blk_roundtrip() { # dev name verdicts_tmp
     local dev=$1 name=$2 out=$3 rc=0 size n total off=0 v pat back t0
     pat=$(mktemp) back=$(mktemp)
@@ -101,4 +102,12 @@ verdicts_close() { # tmp final
 # The device counter NAME of DEV.
 hw_counter() { # dev name
     cat "/sys/class/infiniband/$1/hw_counters/$2" 2>/dev/null || echo 0
+}
+
+# Prints what fast registration did on DEV: '  oxe7: mr_fastreg N ...'.
+fastreg_counters() { # dev
+    local c
+    printf '  %s:' "$1"
+    for c in mr_fastreg mr_local_inv mr_remote_inv; do printf ' %s %s' $c "$(hw_counter "$1" $c)"; done
+    echo
 }

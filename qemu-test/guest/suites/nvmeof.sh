@@ -104,11 +104,9 @@ suite_nvmeof() { # target_dev host_dev [tag]
     if nvmeof_up "$target" "$host" "$tag"; then
         blk_roundtrip "$NVMEOF_DISK" "$name" "$verdicts.tmp" || rc=1
         # What fast registration did, on each side.
-        local c side
+        local side
         for side in "$host" "$target"; do
-            printf '  %s:' "$side"
-            for c in mr_fastreg mr_local_inv mr_remote_inv; do printf ' %s %s' $c "$(hw_counter "$side" $c)"; done
-            echo
+            fastreg_counters "$side"
         done
         nvmeof_check_counters "$host" "$target" "$tag" "$verdicts.tmp" || rc=1
         rdma -dd resource show mr dev "$host" >"$log/$tag-mr.txt" 2>&1

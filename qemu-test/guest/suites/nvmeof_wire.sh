@@ -97,9 +97,7 @@ wire_host_run() { # dev my_ip target_ip name verdicts
         # oxe as the host: it registered every buffer, and rxe's target
         # invalidated each with its response (rxe has no such counters).
         if [ "$(link_type "$1")" = oxe ]; then
-            printf '  %s:' "$1"
-            for c in mr_fastreg mr_local_inv mr_remote_inv; do printf ' %s %s' $c "$(hw_counter "$1" $c)"; done
-            echo
+            fastreg_counters "$1"
             nvmeof_check_counters "$1" "$3" nvmeof-wire "$5" || rc=1
         fi
         timeout 60 nvme disconnect -n $NVMEOF_NQN >/dev/null || { echo "nvme disconnect failed"; rc=1; }

@@ -44,9 +44,7 @@ suite_rnbd() { # target_dev host_dev
         echo "$host (rnbd-client) -> $target (rnbd-server, $backing): $disk"
         blk_roundtrip "$disk" "$name" "$verdicts.tmp" || rc=1
         for side in "$host" "$target"; do
-            printf '  %s:' "$side"
-            for c in mr_fastreg mr_local_inv mr_remote_inv; do printf ' %s %s' $c "$(hw_counter "$side" $c)"; done
-            echo
+            fastreg_counters "$side"
             local v=FAIL
             [ "$(hw_counter "$side" mr_fastreg)" -gt 0 ] && v=ok
             [ $v = ok ] || { echo "  counter mr_fastreg of $side stayed 0"; rc=1; }
