@@ -131,7 +131,7 @@ dp)
     # In a suite of its own, so that its dmesg is checked too.
     dp_tests() {
         echo 16 >/proc/sys/vm/nr_hugepages
-        (cd /tmp && timeout 900 run_tests.py --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
+        (cd /tmp && timeout 900 "$GUEST/rdma_core_tests.py" --dev oxe0 --gid 1 -v ${OXE_DP_TESTS:-}) >"$OXE_RESULTS/logs/dp-rdma-core.log" 2>&1
         local rc=$?
         tail -n 60 "$OXE_RESULTS/logs/dp-rdma-core.log"
         return $rc

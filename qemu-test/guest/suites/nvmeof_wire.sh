@@ -91,9 +91,7 @@ wire_host_run() { # dev my_ip target_ip name verdicts
     if timeout 120 nvme connect -t rdma -a "$3" -s 4420 -w "$2" -n $NVMEOF_NQN \
         --hostnqn=$NVMEOF_HOSTNQN >"$log/$4-connect.log" 2>&1 && disk=$(nvmeof_wait_disk); then
         echo "$1 (nvme-rdma, $2) -> $3 (nvmet-rdma): $disk"
-        # 256 KiB per size (512 of 512 B): the debug guest's I/O crosses
-        # a second guest, and make test's time is bounded.
-        BLK_BYTES=262144 blk_roundtrip "$disk" "$4" "$5" || rc=1
+        blk_roundtrip "$disk" "$4" "$5" || rc=1
         # oxe as the host: it registered every buffer, and rxe's target
         # invalidated each with its response (rxe has no such counters).
         if [ "$(link_type "$1")" = oxe ]; then

@@ -5,9 +5,11 @@ suite_rdma_core() { # device netdev gid-index
     ibv_devinfo -d "$dev" -v | grep -E 'state|GID\[' || return 1
     # The tests hold huge-page MRs: reserve a few 2 MiB pages for them.
     echo 16 >/proc/sys/vm/nr_hugepages
-    (cd /tmp && timeout 1800 run_tests.py --dev "$dev" --gid "$gid" -v) >"$log" 2>&1
+    (cd /tmp && OXE_TEST_TIMES=${log%.log}.times.txt timeout 1800 "$GUEST/rdma_core_tests.py" --dev "$dev" --gid "$gid" -v) >"$log" 2>&1
     local rc=$?
     tail -n 5 "$log"
+    echo "slowest tests (all in ${log%.log}.times.txt):"
+    head -n 5 "${log%.log}.times.txt" 2>/dev/null
     local counts
     counts=$("$OXE_TOP/qemu-test/results.py" unittest "$log" rdma-core "$dev" $((SECONDS - t0))) || return 1
     echo "$counts" >"$SUITE_DIR/rdma-core-$dev.json"

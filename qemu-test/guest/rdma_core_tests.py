@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""rdma-core's tests, run as its tests/run_tests.py runs them (same options,
+same output), that also write each test's wall time to the file named by
+$OXE_TEST_TIMES, slowest first. A debug guest spends most of `make test` in
+these tests: the times say which ones, and whether a change made one slower.
+
+The v59 build's pyverbs and tests are found under $OXE_RDMA_CORE.
+"""
+import os
+import sys
+import time
+import unittest
+from importlib.machinery import SourceFileLoader
+
+RDMA_CORE = os.environ["OXE_RDMA_CORE"]
+TESTS = os.path.join(RDMA_CORE, "tests")
+sys.path[:0] = [TESTS, os.path.join(RDMA_CORE, "build", "python")]
+from args_parser import parser  # noqa: E402  (rdma-core's, found through TESTS)
+
+tests = SourceFileLoader("tests", os.path.join(TESTS, "__init__.py")).load_module()
+parser.parse_args()
+
+
+class TimedResult(unittest.TextTestResult):
+    times = {}
+
+    def startTest(self, test):
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        TimedResult.times[test.id()] = time.monotonic() - self._t0
+
+
+class TimedRunner(unittest.TextTestRunner):
+    resultclass = TimedResult
+
+
+prog = unittest.main(module=tests, testRunner=TimedRunner, exit=False)
+out = os.environ.get("OXE_TEST_TIMES")
+if out:
+    with open(out, "w") as f:
+        for name, secs in sorted(TimedResult.times.items(), key=lambda kv: -kv[1]):
+            f.write(f"{secs:8.2f}\t{name}\n")
+sys.exit(not prog.result.wasSuccessful())
