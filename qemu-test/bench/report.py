@@ -9,9 +9,17 @@ run: absolute numbers under TCG mean little. Inputs: bench-mr-{oxe0,rxe0}.json
 data path), bench-perf-{oxe,rxe}.json (suite_bench_perf) and bench-nvmeof.jsonl
 (suite_bench_nvmeof: fio over NVMe-oF); a side that could not run is reported
 as missing, never as a failure.
+
+Each run is held against the previous one: the bench.json found in RESULTS_DIR
+is kept as bench.prev.json, and every oxe/rxe ratio that moved the wrong way by
+more than REGRESSION_MARGIN is listed under "regressions" and in bench.md. A
+ratio, not an absolute figure: rxe in the same run carries the host's mood.
+bench-rounds.png plots each perftest figure of both types over the rounds, so
+that a median hiding one wild round shows.
 """
 import json
 import sys
+import time
 from pathlib import Path
 
 SIZES = [("4 KiB", "4096"), ("64 KiB", "65536"), ("2 MiB", "2097152"), ("64 MiB", "67108864"), ("1 GiB", "1073741824")]
@@ -30,6 +38,11 @@ PERF = [
     ("odp_write_bw", "ib_write_bw --odp 64 KiB", "MB/s", ">=", 1.0),
     ("odp_read_bw", "ib_read_bw --odp 64 KiB", "MB/s", ">=", 1.0),
 ]
+
+
+# How far (relative) an oxe/rxe ratio may move the wrong way before it is
+# called a regression: rounds under TCG on a shared host scatter by about 10%.
+REGRESSION_MARGIN = 0.15
 
 
 def load(path):
@@ -273,8 +286,83 @@ def plot(results, mr, perf):
     fig.savefig(results / "bench.png", dpi=100)
 
 
+def ratios(bench):
+    """Every oxe/rxe ratio of a bench.json, by a stable name, with the
+    direction that is better ("higher" or "lower")."""
+    out = {}
+    for r in ((bench or {}).get("perf") or {}).get("rows", []):
+        if r.get("ratio") is not None:
+            out[f"perf:{r['measure']}"] = (r["ratio"], "higher" if r["target"].startswith(">=") else "lower")
+    for r in ((bench or {}).get("nvmeof") or {}).get("rows", []):
+        if r.get("ratio") is not None:
+            out[f"nvmeof:{r['measure']}"] = (r["ratio"], "higher")
+    for r in ((bench or {}).get("mr") or {}).get("reg_dereg", []):
+        if r.get("ratio") is not None:
+            out[f"reg_dereg:{r['size']}"] = (r["ratio"], "lower")
+    return out
+
+
+def regressions(prev, cur, margin=REGRESSION_MARGIN):
+    """The ratios of CUR worse than PREV's by more than MARGIN (relative)."""
+    old, new = ratios(prev), ratios(cur)
+    found = []
+    for name, (now, better) in new.items():
+        if name not in old or old[name][0] <= 0:
+            continue
+        was = old[name][0]
+        change = now / was - 1
+        worse = change < -margin if better == "higher" else change > margin
+        if worse:
+            found.append({"figure": name, "previous": was, "now": now, "change": round(change, 3)})
+    return found
+
+
+def regressions_markdown(found, prev_when):
+    if prev_when is None:
+        return ["", "No previous bench.json: nothing to hold this run against."]
+    if not found:
+        return ["", f"Against the previous run ({prev_when}): no ratio moved the wrong way by more than "
+                f"{REGRESSION_MARGIN:.0%}."]
+    md = ["", f"**Regressions** against the previous run ({prev_when}), oxe/rxe moved the wrong way by more "
+          f"than {REGRESSION_MARGIN:.0%}:", "", "| figure | previous | now | change |", "|---|---:|---:|---:|"]
+    md += [f"| {r['figure']} | {r['previous']} | {r['now']} | {r['change']:+.0%} |" for r in found]
+    return md
+
+
+def plot_rounds(results):
+    """Every round of every perftest measure, oxe and rxe side by side."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    sides = {t: perf_side(results, t)[0] for t in ("oxe", "rxe")}
+    measures = [m for m, *_ in PERF if any(s and s.get("runs", {}).get(m) for s in sides.values())]
+    if not measures:
+        return
+    fig, axes = plt.subplots(1, len(measures), figsize=(2.2 * len(measures), 3.2), squeeze=False)
+    for ax, m in zip(axes[0], measures):
+        rounds = 0
+        for typ, side in sides.items():
+            runs = (side or {}).get("runs", {}).get(m) or []
+            ax.plot(range(1, len(runs) + 1), runs, "o-", label=typ)
+            rounds = max(rounds, len(runs))
+        unit = (sides["oxe"] or sides["rxe"] or {}).get("units", {}).get(m, "")
+        ax.set_xticks(range(1, rounds + 1))
+        ax.set_xlabel("round", fontsize=7)
+        ax.set_title(f"{m}\n{unit}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("perftest, every round (TCG)")
+    fig.tight_layout()
+    fig.savefig(results / "bench-rounds.png", dpi=100)
+
+
 def main(results):
     results = Path(results)
+    prev = load(results / "bench.json")
     mr, perf, touch = mr_section(results), perf_section(results), touch_section(results)
     nvmeof = nvmeof_section(results)
     bench = {
@@ -289,11 +377,17 @@ def main(results):
         "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap; "
                 "perftest MB/s are 2^20 bytes per second",
     }
+    bench["generated"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    prev_when = prev and prev.get("generated", "undated")
+    bench["regressions"] = regressions(prev, bench) if prev else None
+    if prev:
+        (results / "bench.prev.json").write_text(json.dumps(prev, indent=2) + "\n")
     (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
-    md = markdown(mr, perf, touch, nvmeof)
+    md = markdown(mr, perf, touch, nvmeof) + regressions_markdown(bench["regressions"] or [], prev_when)
     (results / "bench.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     plot(results, mr, perf)
+    plot_rounds(results)
     return 0
 
 

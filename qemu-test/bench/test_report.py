@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""Host test of report.py's regression flagging (make host-test): two runs
+into one results directory, the second with one ratio worse beyond the margin,
+one worse within it and one better; only the first may be flagged."""
+import contextlib
+import io
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+import report
+
+try:
+    import matplotlib  # noqa: F401  (the Debian package deps.sh installs)
+
+    HAVE_MATPLOTLIB = True
+except ImportError:
+    HAVE_MATPLOTLIB = False
+
+
+def perf(typ, **figures):
+    return {"type": typ, "pair": f"{typ}0-{typ}1", "missing": None,
+            "units": {k: "MB/s" for k in figures}, "runs": {k: [v, v] for k, v in figures.items()}, **figures}
+
+
+def run(results, oxe, rxe):
+    (results / "bench-perf-oxe.json").write_text(json.dumps(perf("oxe", **oxe)))
+    (results / "bench-perf-rxe.json").write_text(json.dumps(perf("rxe", **rxe)))
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        report.main(results)
+    return json.loads((results / "bench.json").read_text()), out.getvalue()
+
+
+class Regressions(unittest.TestCase):
+    def test_first_run_has_nothing_to_compare(self):
+        with tempfile.TemporaryDirectory() as d:
+            bench, md = run(Path(d), {"write_bw": 40}, {"write_bw": 20})
+            self.assertIsNone(bench["regressions"])
+            self.assertIn("No previous bench.json", md)
+            self.assertFalse((Path(d) / "bench.prev.json").exists())
+
+    def test_only_a_move_beyond_the_margin_the_wrong_way_is_flagged(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d)
+            before = {"write_bw": 40, "read_bw": 40, "send_bw": 40, "write_lat": 50}
+            rxe = {"write_bw": 20, "read_bw": 20, "send_bw": 20, "write_lat": 100}
+            run(results, before, rxe)
+            # write_bw 2.0 -> 1.5 (-25%): flagged; read_bw 2.0 -> 1.8 (-10%):
+            # noise; send_bw up; write_lat 0.5 -> 0.7 (lower is better): flagged.
+            after = {"write_bw": 30, "read_bw": 36, "send_bw": 60, "write_lat": 70}
+            bench, md = run(results, after, rxe)
+            flagged = {r["figure"]: r for r in bench["regressions"]}
+            self.assertEqual(set(flagged), {"perf:write_bw", "perf:write_lat"})
+            self.assertEqual(flagged["perf:write_bw"]["previous"], 2.0)
+            self.assertEqual(flagged["perf:write_bw"]["now"], 1.5)
+            self.assertIn("**Regressions**", md)
+            prev = json.loads((results / "bench.prev.json").read_text())
+            self.assertEqual(prev["perf"]["rows"][0]["ratio"], 2.0)
+            if HAVE_MATPLOTLIB:
+                self.assertTrue((results / "bench-rounds.png").stat().st_size > 0)
+
+    def test_a_figure_missing_from_either_run_is_not_flagged(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d)
+            run(results, {"write_bw": 40}, {"write_bw": 20})
+            bench, md = run(results, {"write_bw": 40, "read_bw": 1}, {"write_bw": 20, "read_bw": 20})
+            self.assertEqual(bench["regressions"], [])
+            self.assertIn("no ratio moved the wrong way", md)
+
+
+if __name__ == "__main__":
+    unittest.main()
