@@ -5,6 +5,7 @@
   results.py ratchet EXPECTED VERDICTS_JSON      fails if a listed test did not pass
   results.py grow EXPECTED VERDICTS_JSON         adds newly passing tests to EXPECTED
   results.py stock-clean VERDICTS_JSON           fails on any FAIL or ERROR among rdma-core's own tests
+  results.py stock-compare OXE_JSON RXE_JSON     rdma-core's own tests: what passes on one device only
   results.py summary SUITE_DIR OUT               merges per-suite counts into summary.json
 
 The expectations files only grow: `grow` never removes a line, and `ratchet` fails
@@ -98,6 +99,31 @@ def stock_clean_cmd(verdicts_path):
     return 1 if bad else 0
 
 
+def stock_compare_cmd(oxe_path, rxe_path):
+    """rdma-core's own tests on oxe against the same tests on rxe in the same
+    run (make test's yardstick guest): how many pass on each, and by name
+    every test that passes on one and not on the other. A measure, not a
+    gate: the ratchets gate."""
+    try:
+        oxe = json.loads(Path(oxe_path).read_text())
+        rxe = json.loads(Path(rxe_path).read_text())
+    except (OSError, ValueError) as e:
+        print(f"stock rdma-core tests, oxe against rxe: missing ({e})")
+        return 1
+
+    def stock_ok(verdicts):
+        return {t for t, v in verdicts.items() if ".test_oxe_" not in t and v == "ok"}
+
+    o, r = stock_ok(oxe), stock_ok(rxe)
+    print(f"stock rdma-core tests, same run: oxe {len(o)} ok, rxe {len(r)} ok; "
+          f"{len(o - r)} pass on oxe only, {len(r - o)} on rxe only")
+    for t in sorted(r - o):
+        print(f"  rxe only: {t} (oxe: {oxe.get(t, 'not run')})")
+    for t in sorted(o - r):
+        print(f"  oxe only: {t} (rxe: {rxe.get(t, 'not run')})")
+    return 0
+
+
 def grow_cmd(exp_path, verdicts_path):
     verdicts = json.loads(Path(verdicts_path).read_text())
     p = Path(exp_path)
@@ -120,7 +146,7 @@ def summary_cmd(suite_dir, out):
 
 def main(argv):
     cmds = {"unittest": unittest_cmd, "ratchet": ratchet_cmd, "grow": grow_cmd,
-            "stock-clean": stock_clean_cmd, "summary": summary_cmd}
+            "stock-clean": stock_clean_cmd, "stock-compare": stock_compare_cmd, "summary": summary_cmd}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__, file=sys.stderr)
         return 2

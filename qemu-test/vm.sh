@@ -4,7 +4,9 @@
 #   vm.sh MODE [plain|debug]     MODE: run test yardstick bench shell quick dp ...
 # The kernel flavour defaults by mode: oxe's suites and the modes for iterating
 # on the driver boot the debug kernel (KASAN, lockdep), the rest the plain one.
-# Results land in build/results/ (the guest's only writable host directory).
+# Results land in build/results/ (the guest's only writable host directory),
+# or in OXE_RESULTS_DIR: `make test` runs the yardstick guest beside the debug
+# one, each writing its own.
 source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
@@ -20,7 +22,7 @@ module=${OXE_MODULE:-$(module_dir "$flavour")/oxe.ko}
 rdma=$("$OXE_TOP/scripts/rdma-core.sh" dir)
 [ -f "$kdir/.oxe-built" ] || die "$flavour kernel not built: run 'make kernel-$flavour'"
 [ -f "$rdma/.oxe-built" ] || die "rdma-core not built: run 'make rdma-core'"
-results=$OXE_TOP/build/results
+results=${OXE_RESULTS_DIR:-$OXE_TOP/build/results}
 mkdir -p "$results"
 
 # TCG unless a probe proves KVM boots here (it hangs on these machines: QEMU trips
@@ -53,9 +55,11 @@ install_module() { # kdir module
     depmod -b "$mods" 0.0.0
 }
 [ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'"
-# One guest at a time per machine (but for `wire`'s two): the module
-# directory is shared by every checkout, and two TCG guests on two cores
-# would only slow each other down.
+# One guest at a time per machine: the module directory is shared by every
+# checkout. But for `wire`'s two, and for `make test`'s yardstick guest
+# (OXE_VM_LOCK=0), which boots the plain kernel beside the debug guest: a
+# debug guest keeps only about 1.5 of two cores busy (a suite's processes
+# wait on each other and on the guest kernel), and rxe's suites fill the rest.
 exec 9>"$OXE_CACHE/vm.lock"
 [ "${OXE_VM_LOCK:-1}" = 0 ] || flock 9
 install_module "$kdir" "$module"
@@ -116,7 +120,7 @@ while read -r name verdict; do
         echo "=== suite $name FAILED; its log:"
         cat "$results/logs/suite-$name.log" 2>/dev/null
     else
-        echo "=== suite $name passed (log: build/results/logs/suite-$name.log)"
+        echo "=== suite $name passed (log: ${results#"$OXE_TOP"/}/logs/suite-$name.log)"
         [ "$mode" = test ] || [ "$mode" = yardstick ] || cat "$results/logs/suite-$name.log" 2>/dev/null
     fi
 done <"$results/guest-checks.txt" 2>/dev/null

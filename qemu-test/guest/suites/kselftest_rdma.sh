@@ -29,12 +29,13 @@ suite_kselftest_rdma() { # device-label
     local label=$1 dir t0=$SECONDS
     dir=$(selftest_dir "$label")
     local verdicts=$OXE_RESULTS/logs/kselftest-$label.verdicts.json
-    local ran=0 ok=0 fail=0 skip=0 rc s
+    local ran=0 ok=0 fail=0 skip=0 rc s t1
     echo '{' >"$verdicts.tmp"
     for s in $(sed -n 's/^TEST_PROGS :=//; s/\\//; /\.sh/p' "$dir/Makefile" | xargs); do
         ran=$((ran + 1))
         # rxe_netns_names spawns hundreds of `ip netns exec rdma ...`: on
         # a slow host's debug guest its first four tests alone took 300 s.
+        t1=$SECONDS
         (cd "$dir" && timeout 900 bash "./$s") >"$OXE_RESULTS/logs/kselftest-$label-$s.log" 2>&1
         rc=$?
         case $rc in
@@ -42,7 +43,7 @@ suite_kselftest_rdma() { # device-label
         4) v=skipped skip=$((skip + 1)) ;;
         *) v=FAIL fail=$((fail + 1)) ;;
         esac
-        printf '%s: %s (exit %d)\n' "$s" "$v" "$rc"
+        printf '%s: %s (exit %d, %d s)\n' "$s" "$v" "$rc" $((SECONDS - t1))
         [ $rc = 0 ] || sed 's/^/    /' "$OXE_RESULTS/logs/kselftest-$label-$s.log" | tail -n 5
         printf '"%s": "%s",\n' "$s" "$v" >>"$verdicts.tmp"
     done
