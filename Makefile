@@ -112,9 +112,8 @@ run: module-plain provider
 # every check, each recorded pass or fail: oxe's guest suites on the debug
 # kernel (and NVMe-oF again with ib_core.force_mr=1, and against rxe in a
 # second guest on one virtual wire), and rxe's yardstick on the plain one,
-# in a guest of its own beside the first debug guest (results in
-# build/results/yardstick). Ends with where the time went, and oxe's stock
-# rdma-core tests against rxe's.
+# two guests at a time (scripts/guests.sh). Ends with oxe's stock rdma-core
+# tests against rxe's, and where the time went.
 test:
 	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json
 	@$(TIMED) "setup (packages, tools)" $(MAKE) -s deps
@@ -126,22 +125,7 @@ test:
 		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then r=pass; else r=fail; fi; \
 		echo "$${step%% *} $$r" >>$(RESULTS)/checks.txt; \
 	done
-	@y=$(RESULTS)/yardstick; rm -rf $$y && mkdir -p $$y; \
-	OXE_RESULTS_DIR=$$y OXE_VM_LOCK=0 $(TIMED) "guest: yardstick plain kernel (whole boot, beside the next)" \
-		qemu-test/vm.sh yardstick plain >$$y/vm.log 2>&1 & ypid=$$!; \
-	for run in "test debug" "force-mr debug" "wire debug"; do \
-		$(TIMED) "guest: $$run kernel (whole boot)" qemu-test/vm.sh $$run; rc=$$?; \
-		cat $(RESULTS)/guest-checks.txt >>$(RESULTS)/checks.txt 2>/dev/null; \
-		[ $$rc = 0 ] || echo "guest $$run fail" >>$(RESULTS)/checks.txt; \
-		[ -z "$$ypid" ] && continue; \
-		wait $$ypid; rc=$$?; ypid=; \
-		echo "=== the yardstick guest (rxe, plain kernel), beside the debug guest:"; cat $$y/vm.log; \
-		cat $$y/guest-checks.txt >>$(RESULTS)/checks.txt 2>/dev/null; \
-		cat $$y/timings.txt >>$(RESULTS)/timings.txt 2>/dev/null; \
-		[ $$rc = 0 ] || echo "guest yardstick plain fail" >>$(RESULTS)/checks.txt; \
-	done
-	@qemu-test/results.py stock-compare $(RESULTS)/logs/rdma-core-oxe0.verdicts.json \
-		$(RESULTS)/yardstick/logs/rdma-core-rxe0.verdicts.json || true
+	@scripts/guests.sh $(RESULTS)
 	@echo; echo "where the time went (seconds):"; column -t -s "$$(printf '\t')" $(RESULTS)/timings.txt | sed 's/^/  /'
 	@echo; sed 's/^/  /' $(RESULTS)/checks.txt; \
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
@@ -162,7 +146,7 @@ shell: module-$(OXE_KERNEL) provider
 
 # Adds every test that now passes to qemu-test/expected/ (never removes one).
 expectations:
-	@for v in $(RESULTS)/logs/*.verdicts.json $(RESULTS)/yardstick/logs/*.verdicts.json; do \
+	@for v in $(RESULTS)/logs/*.verdicts.json $(RESULTS)/yardstick/logs/*.verdicts.json $(RESULTS)/clients/logs/*.verdicts.json; do \
 		n=$$(basename $$v .verdicts.json); \
 		qemu-test/results.py grow qemu-test/expected/$$n.txt $$v; \
 	done

@@ -11,7 +11,7 @@ source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
 case "$mode" in
-test | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr | wire) default_flavour=debug ;;
+test | test-core | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr | wire) default_flavour=debug ;;
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}
@@ -46,20 +46,33 @@ accel() {
     if [ "$(tail -n1 "$verdict")" = yes ]; then echo; else echo --disable-kvm; fi
 }
 
+# make test's modes, whose suite logs are kept, not shown (whole for a
+# failed suite), with a summary.json of their counts.
+is_record_mode() { case $mode in test | test-core | yardstick) true ;; *) false ;; esac; }
+
 # oxe.ko goes where modprobe finds it, so that `rdma link add ... type oxe`
 # loads it through its rdma-link-oxe alias like any in-tree link type.
+# Under a lock of its own, since guests boot side by side (make test's two
+# lanes); and left alone when that same module is in place already, so
+# nothing is rewritten under a guest that booted from this kernel tree.
 install_module() { # kdir module
     local mods=$1/.virtme_mods
-    (cd "$1" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
-    install -D -m0644 "$2" "$mods/lib/modules/0.0.0/extra/oxe.ko"
-    depmod -b "$mods" 0.0.0
+    local dst=$mods/lib/modules/0.0.0/extra/oxe.ko
+    (
+        flock 8
+        if cmp -s "$2" "$dst" && grep -q 'extra/oxe.ko:' "$mods/lib/modules/0.0.0/modules.dep" 2>/dev/null; then
+            exit 0
+        fi
+        (cd "$1" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
+        install -D -m0644 "$2" "$dst"
+        depmod -b "$mods" 0.0.0
+    ) 8>"$OXE_CACHE/module-install.lock"
 }
 [ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'"
-# One guest at a time per machine: the module directory is shared by every
-# checkout. But for `wire`'s two, and for `make test`'s yardstick guest
-# (OXE_VM_LOCK=0), which boots the plain kernel beside the debug guest: a
-# debug guest keeps only about 1.5 of two cores busy (a suite's processes
-# wait on each other and on the guest kernel), and rxe's suites fill the rest.
+# One guest at a time per machine, as a rule: the module directory is shared
+# by every checkout, and TCG guests share two cores. But for `wire`'s two,
+# and for `make test`'s second lane (OXE_VM_LOCK=0, beside a guest of the
+# first, which holds the lock): see scripts/guests.sh.
 exec 9>"$OXE_CACHE/vm.lock"
 [ "${OXE_VM_LOCK:-1}" = 0 ] || flock 9
 install_module "$kdir" "$module"
@@ -67,7 +80,13 @@ install_module "$kdir" "$module"
 acc=$(accel)
 log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
 env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
-vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP")
+# tsc=reliable: under TCG the guest's TSC and HPET both follow the host's
+# clock, but a loaded host stalls a vCPU thread long enough for the clocksource
+# watchdog to call the TSC unstable (it did, 52 minutes into a debug guest);
+# the kernel then falls back to the HPET, an emulated MMIO read per clock read,
+# and every suite after it crawls (ib_write_lat 2 ms).
+clock_args=(--append "tsc=reliable")
+vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP" "${clock_args[@]}")
 # rdma_rw's force_mr is read-only once ib_core (built in) is up: the boot sets it.
 [ "$mode" = force-mr ] && vng_args+=(--append "ib_core.force_mr=1")
 
@@ -97,7 +116,7 @@ if [ "$mode" = wire ]; then
     # Under timeout(1), which runs it in a process group of its own and,
     # when it times out or is told to stop, signals that whole group, QEMU
     # included; the console through a pipe, as below.
-    timeout -k 30 3600 "$VENV/bin/vng" --run "$peer_kdir" $acc --cpus 1 --memory 2G \
+    timeout -k 30 3600 "$VENV/bin/vng" --run "$peer_kdir" $acc --cpus 1 --memory 2G "${clock_args[@]}" \
         --rwdir "$peer_results" --cwd "$OXE_TOP" --qemu-opts="$(wire_nic 47102 47101 52:54:00:0f:00:02)" \
         --exec "env $peer_env bash $OXE_TOP/qemu-test/guest/main.sh wire-rxe" \
         </dev/null > >(cat >"$peer_results/console.log") 2>&1 &
@@ -121,10 +140,10 @@ while read -r name verdict; do
         cat "$results/logs/suite-$name.log" 2>/dev/null
     else
         echo "=== suite $name passed (log: ${results#"$OXE_TOP"/}/logs/suite-$name.log)"
-        [ "$mode" = test ] || [ "$mode" = yardstick ] || cat "$results/logs/suite-$name.log" 2>/dev/null
+        is_record_mode || cat "$results/logs/suite-$name.log" 2>/dev/null
     fi
 done <"$results/guest-checks.txt" 2>/dev/null
-[ "$mode" = test ] || [ "$mode" = yardstick ] && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
+is_record_mode && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
 if [ -n "$peer_pid" ]; then
     # The rxe guest ends on its own (its waits time out); bounded here too.
