@@ -111,9 +111,9 @@ run: module-plain provider
 # Builds first (each step timed; a failed build stops here, saying why), then
 # every check, each recorded pass or fail: oxe's guest suites on the debug
 # kernel (and NVMe-oF again with ib_core.force_mr=1, and against rxe in a
-# second guest on one virtual wire), and rxe's yardstick on the plain one,
-# two guests at a time (scripts/guests.sh). Ends with oxe's stock rdma-core
-# tests against rxe's, and where the time went.
+# second guest on one virtual wire), then rxe's yardstick on the plain one
+# (scripts/guests.sh). Ends with oxe's stock rdma-core tests against rxe's,
+# and where the time went.
 test:
 	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json
 	@$(TIMED) "setup (packages, tools)" $(MAKE) -s deps
@@ -146,7 +146,7 @@ shell: module-$(OXE_KERNEL) provider
 
 # Adds every test that now passes to qemu-test/expected/ (never removes one).
 expectations:
-	@for v in $(RESULTS)/logs/*.verdicts.json $(RESULTS)/yardstick/logs/*.verdicts.json $(RESULTS)/clients/logs/*.verdicts.json; do \
+	@for v in $(RESULTS)/logs/*.verdicts.json; do \
 		n=$$(basename $$v .verdicts.json); \
 		qemu-test/results.py grow qemu-test/expected/$$n.txt $$v; \
 	done

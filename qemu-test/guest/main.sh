@@ -27,10 +27,8 @@ run)
     net_setup
     run_suite demo suite_demo
     ;;
-test | test-core)
-    # oxe's suites, on the debug kernel (KASAN, lockdep). `make test` runs
-    # test-core, all but the data-path client suites, and those
-    # (clients-oxe) in a second guest at the same time (scripts/guests.sh).
+test)
+    # oxe's suites, on the debug kernel (KASAN, lockdep) in `make test`.
     run_suite module_load suite_module_load
     # The selftests build their own topology (veth0/veth1 included): run them first.
     run_suite kselftest_oxe suite_kselftest_rdma oxe
@@ -51,7 +49,7 @@ test | test-core)
     # Kernel consumers' fast registration, through NVMe over Fabrics.
     run_suite nvmeof suite_nvmeof oxe6 oxe7
     run_suite rnbd suite_rnbd oxe6 oxe7
-    [ "$OXE_DATA_PATH" = 1 ] && [ "$mode" = test ] && oxe_data_suites
+    [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     ;;
 force-mr)
     # Booted with ib_core.force_mr=1 (vm.sh): the NVMe-oF target registers
@@ -113,8 +111,7 @@ clients)
     run_suite loss_rxe0_rxe1 suite_loss rxe0 rxe1
     ;;
 clients-oxe)
-    # The oxe data-path suites alone (qemu-test/vm.sh clients-oxe; make
-    # test's second debug guest).
+    # The oxe data-path suites alone (qemu-test/vm.sh clients-oxe).
     net_setup
     oxe_data_suites
     ;;
