@@ -65,8 +65,8 @@ host-test: provider
 	@mkdir -p $(RESULTS) && scripts/test-setup.sh >$(RESULTS)/setup-tests.log 2>&1 || { cat $(RESULTS)/setup-tests.log; exit 1; }
 	@cargo test -q --manifest-path rust/core/Cargo.toml
 	@OXE_RDMA_CORE=$(RDMA_CORE_DIR) cargo test -q --release --manifest-path provider/Cargo.toml
-	@cd qemu-test/bench && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 test_report.py 2>&1 | tail -n 1 | grep -qx OK || \
-		{ PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 test_report.py; exit 1; }
+	@cd qemu-test/bench && out=$$(PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 test_report.py 2>&1) || \
+		{ echo "$$out"; exit 1; }
 
 check: rdma-core
 	@export OXE_RDMA_CORE=$(RDMA_CORE_DIR); for d in rust/core rust/core/fuzz provider; do \

@@ -85,16 +85,21 @@ def ratchet_cmd(exp_path, verdicts_path):
     return 1 if lost else 0
 
 
+def is_stock(test):
+    """One of rdma-core's own tests, not oxe's test_oxe_* additions."""
+    return ".test_oxe_" not in test
+
+
 def stock_clean_cmd(verdicts_path):
     """rdma-core's own tests (not oxe's test_oxe_* additions) may pass or skip on
     oxe, never fail or error: a stock test that errors is a user-visible defect
     even before anyone lists it in the ratchet."""
     verdicts = json.loads(Path(verdicts_path).read_text())
     bad = sorted((t, v) for t, v in verdicts.items()
-                 if ".test_oxe_" not in t and v in ("FAIL", "ERROR", "unexpected success"))
+                 if is_stock(t) and v in ("FAIL", "ERROR", "unexpected success"))
     for t, v in bad:
         print(f"STOCK: {t}: {v}")
-    stock = sum(1 for t in verdicts if ".test_oxe_" not in t)
+    stock = sum(1 for t in verdicts if is_stock(t))
     print(f"stock rdma-core tests: {stock - len(bad)}/{stock} without failure or error")
     return 1 if bad else 0
 
@@ -112,7 +117,7 @@ def stock_compare_cmd(oxe_path, rxe_path):
         return 1
 
     def stock_ok(verdicts):
-        return {t for t, v in verdicts.items() if ".test_oxe_" not in t and v == "ok"}
+        return {t for t, v in verdicts.items() if is_stock(t) and v == "ok"}
 
     o, r = stock_ok(oxe), stock_ok(rxe)
     print(f"stock rdma-core tests, same run: oxe {len(o)} ok, rxe {len(r)} ok; "

@@ -4,9 +4,7 @@
 #   vm.sh MODE [plain|debug]     MODE: run test yardstick bench shell quick dp ...
 # The kernel flavour defaults by mode: oxe's suites and the modes for iterating
 # on the driver boot the debug kernel (KASAN, lockdep), the rest the plain one.
-# Results land in build/results/ (the guest's only writable host directory),
-# or in OXE_RESULTS_DIR: `make test` runs the yardstick guest beside the debug
-# one, each writing its own.
+# Results land in build/results/ (the guest's only writable host directory).
 source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug]}
@@ -22,7 +20,7 @@ module=${OXE_MODULE:-$(module_dir "$flavour")/oxe.ko}
 rdma=$("$OXE_TOP/scripts/rdma-core.sh" dir)
 [ -f "$kdir/.oxe-built" ] || die "$flavour kernel not built: run 'make kernel-$flavour'"
 [ -f "$rdma/.oxe-built" ] || die "rdma-core not built: run 'make rdma-core'"
-results=${OXE_RESULTS_DIR:-$OXE_TOP/build/results}
+results=$OXE_TOP/build/results
 mkdir -p "$results"
 
 # TCG unless a probe proves KVM boots here (it hangs on these machines: QEMU trips
@@ -52,27 +50,16 @@ is_record_mode() { case $mode in test | yardstick) true ;; *) false ;; esac; }
 
 # oxe.ko goes where modprobe finds it, so that `rdma link add ... type oxe`
 # loads it through its rdma-link-oxe alias like any in-tree link type.
-# Under a lock of its own, since guests boot side by side (make test's two
-# lanes); and left alone when that same module is in place already, so
-# nothing is rewritten under a guest that booted from this kernel tree.
 install_module() { # kdir module
     local mods=$1/.virtme_mods
-    local dst=$mods/lib/modules/0.0.0/extra/oxe.ko
-    (
-        flock 8
-        if cmp -s "$2" "$dst" && grep -q 'extra/oxe.ko:' "$mods/lib/modules/0.0.0/modules.dep" 2>/dev/null; then
-            exit 0
-        fi
-        (cd "$1" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
-        install -D -m0644 "$2" "$dst"
-        depmod -b "$mods" 0.0.0
-    ) 8>"$OXE_CACHE/module-install.lock"
+    (cd "$1" && "$VENV/bin/virtme-prep-kdir-mods" >/dev/null)
+    install -D -m0644 "$2" "$mods/lib/modules/0.0.0/extra/oxe.ko"
+    depmod -b "$mods" 0.0.0
 }
 [ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'"
 # One guest at a time per machine (but for `wire`'s two): the module
 # directory is shared by every checkout, and two TCG guests on two cores
 # only slow each other down (scripts/guests.sh says by how much).
-# OXE_VM_LOCK=0 boots one anyway, beside another.
 exec 9>"$OXE_CACHE/vm.lock"
 [ "${OXE_VM_LOCK:-1}" = 0 ] || flock 9
 install_module "$kdir" "$module"
@@ -148,7 +135,7 @@ while read -r name verdict; do
         echo "=== suite $name FAILED; its log:"
         cat "$results/logs/suite-$name.log" 2>/dev/null
     else
-        echo "=== suite $name passed (log: ${results#"$OXE_TOP"/}/logs/suite-$name.log)"
+        echo "=== suite $name passed (log: build/results/logs/suite-$name.log)"
         is_record_mode || cat "$results/logs/suite-$name.log" 2>/dev/null
     fi
 done <"$results/guest-checks.txt" 2>/dev/null

@@ -235,7 +235,8 @@ def markdown(mr, perf, touch, nvmeof=None):
     return md
 
 
-def plot(results, mr, perf):
+def pyplot():
+    """matplotlib's pyplot, drawing to files; None (said once) without it."""
     try:
         import matplotlib
 
@@ -243,7 +244,11 @@ def plot(results, mr, perf):
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib missing: no plot", file=sys.stderr)
-        return
+        return None
+    return plt
+
+
+def plot(results, mr, perf, plt):
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [5, 3]})
     if mr:
         rows = mr["reg_dereg"]
@@ -329,15 +334,8 @@ def regressions_markdown(found, prev_when):
     return md
 
 
-def plot_rounds(results):
+def plot_rounds(results, plt):
     """Every round of every perftest measure, oxe and rxe side by side."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
     sides = {t: perf_side(results, t)[0] for t in ("oxe", "rxe")}
     measures = [m for m, *_ in PERF if any(s and s.get("runs", {}).get(m) for s in sides.values())]
     if not measures:
@@ -386,8 +384,10 @@ def main(results):
     md = markdown(mr, perf, touch, nvmeof) + regressions_markdown(bench["regressions"] or [], prev_when)
     (results / "bench.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
-    plot(results, mr, perf)
-    plot_rounds(results)
+    plt = pyplot()
+    if plt:
+        plot(results, mr, perf, plt)
+        plot_rounds(results, plt)
     return 0
 
 
