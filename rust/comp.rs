@@ -15,9 +15,23 @@ use crate::oxe_core::opcode::codes as op;
 use crate::oxe_core::qp_state::QpState;
 use crate::oxe_core::Psn;
 use crate::qp::{Qp, QpInner};
-use crate::req::{is_read_or_atomic, wc_opcode};
+use crate::req::{is_read_or_atomic, wc_opcode, ACK_EVERY, MIN_PACKET_WINDOW, PACKET_WINDOW};
 use crate::wr::{wc_status, wr_op};
 use crate::xfer::LocalErr;
+
+/// Why the requester goes back (go-back-N, IBTA 9.7.5.1).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GoBack {
+    /// The retransmit timer ran out: nothing came back at all.
+    Timeout,
+    /// The responder saw a PSN out of sequence: a packet was lost or
+    /// overtaken.
+    SequenceNak,
+    /// The responder had no receive WQE: nothing was lost.
+    RnrNak,
+    /// A read response came after a gap: the read window handles it.
+    ReadGap,
+}
 
 /// The atomics answered by an ATOMIC ACKNOWLEDGE.
 fn is_atomic(opcode: u32) -> bool {
@@ -119,15 +133,20 @@ impl Qp {
         let moved = psn.is_after(q.req.acked) && !psn.is_after(q.req.next_psn.sub(1));
         if moved {
             q.req.acked = psn;
+            if q.req.rewound_to.is_some_and(|r| !r.is_after(psn)) {
+                q.req.rewound_to = None;
+            }
         }
         moved
     }
 
     /// Go back to `psn`: every unfinished request from there is resent.
-    fn rewind(&self, q: &mut QpInner, psn: Psn) {
+    fn rewind(&self, q: &mut QpInner, psn: Psn, why: GoBack) {
         if let Ok(drv) = self.drv() {
             crate::counters::inc(&drv.counters.go_back);
         }
+        Self::shrink_window(q, why);
+        q.req.rewound_to = Some(psn);
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;
@@ -148,6 +167,42 @@ impl Qp {
             };
         }
         q.req.deadline = None;
+    }
+
+    /// Narrows the packet window after a loss; acknowledgements open it
+    /// again (`open_window`).
+    ///
+    /// Go-back-N resends everything from the lost packet on, and the
+    /// responder has to work through what was in flight behind the loss
+    /// (each packet found out of sequence only once it is processed) before
+    /// it gets to the resent ones. With the whole window in flight at every
+    /// loss, a slow responder (a debug kernel, a loaded host) falls further
+    /// behind with each go-back, its receive backlog takes longer than the
+    /// retransmit timeout to drain, the timer fires while the responder is
+    /// still busy, and every timeout puts another window on the wire: under
+    /// 1% loss with reordering, 11 packets went out for every one that
+    /// counted, and the retry count ran out. As TCP does, a timeout starts
+    /// again from a narrow window, and a sequence-error NAK halves it.
+    fn shrink_window(q: &mut QpInner, why: GoBack) {
+        let current = match q.req.pkt_window {
+            0 => PACKET_WINDOW,
+            w => w,
+        };
+        q.req.pkt_window = match why {
+            GoBack::Timeout => MIN_PACKET_WINDOW,
+            GoBack::SequenceNak => (current / 2).max(MIN_PACKET_WINDOW),
+            GoBack::RnrNak | GoBack::ReadGap => return,
+        };
+    }
+
+    /// Widens a narrowed packet window by an ACK interval for each
+    /// acknowledgement that moves it: about a doubling per round trip, as
+    /// in TCP's slow start, back to the whole window.
+    fn open_window(q: &mut QpInner) {
+        if q.req.pkt_window != 0 {
+            let w = q.req.pkt_window.saturating_add(ACK_EVERY);
+            q.req.pkt_window = if w >= PACKET_WINDOW { 0 } else { w };
+        }
     }
 
     /// The oldest unfinished request's PSN.
@@ -201,7 +256,7 @@ impl Qp {
                     return;
                 }
                 q.req.retries_left -= 1;
-                self.rewind(q, psn);
+                self.rewind(q, psn, GoBack::Timeout);
             }
         }
     }
@@ -240,11 +295,20 @@ impl Qp {
                         }
                         let us = rnr_timer_micros(timer).unwrap_or(10).max(10);
                         q.req.rnr_until = Some(work::jiffies() + work::usecs_to_jiffies(us.into()));
-                        self.rewind(q, psn);
+                        self.rewind(q, psn, GoBack::RnrNak);
                     }
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
                         progress = self.ack_upto(q, psn.sub(1));
-                        self.rewind(q, psn);
+                        // The responder NAKs an expected PSN once. A NAK
+                        // for a PSN since acknowledged is stale (it was
+                        // sent before the resend it asked for arrived),
+                        // and one for where the requester last went back
+                        // to (after a timeout) asks for what is on its
+                        // way: going back again would only put a second
+                        // copy of every packet behind the first.
+                        if psn.is_after(q.req.acked) && q.req.rewound_to != Some(psn) {
+                            self.rewind(q, psn, GoBack::SequenceNak);
+                        }
                     }
                     Syndrome::Nak(code) => {
                         self.ack_upto(q, psn.sub(1));
@@ -374,6 +438,7 @@ impl Qp {
             q.req.rnr_left = q.attr.rnr_retry;
             q.req.deadline = None;
             q.req.read_gap_retried = false;
+            Self::open_window(q);
             if q.req.rd_window != 0 {
                 let limit = u32::from(q.attr.max_rd_atomic).max(1);
                 q.req.rd_window = q.req.rd_window.saturating_mul(2);
@@ -446,7 +511,7 @@ impl Qp {
     fn ask_again(&self, q: &mut QpInner, expect: Psn) {
         if !q.req.read_gap_retried {
             q.req.read_gap_retried = true;
-            self.rewind(q, expect);
+            self.rewind(q, expect, GoBack::ReadGap);
             self.kick();
         }
     }

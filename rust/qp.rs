@@ -107,6 +107,13 @@ pub(crate) struct Req {
     /// After a loss, how many reads and atomics may be on the wire at once
     /// (0: as many as `max_rd_atomic` allows). See `Qp::read_window_open`.
     pub(crate) rd_window: u32,
+    /// After a retransmit timeout or a sequence-error NAK, how many SEND
+    /// and WRITE packets may be past the acknowledged PSN (0: the whole
+    /// `PACKET_WINDOW`). See `Qp::window_open`.
+    pub(crate) pkt_window: u32,
+    /// Where the last go-back-N went back to; cleared on progress. A NAK
+    /// naming the same PSN asks for nothing that is not on its way.
+    pub(crate) rewound_to: Option<Psn>,
 }
 
 /// A receive being filled by a multi-packet SEND.

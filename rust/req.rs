@@ -24,12 +24,16 @@ use kernel::prelude::*;
 /// Packets one work run sends before yielding the worker.
 const BUDGET: u32 = 64;
 /// Ask for an ACK at least this often within a long message.
-const ACK_EVERY: u32 = 16;
+pub(crate) const ACK_EVERY: u32 = 16;
 /// At most this many SEND and WRITE packets beyond the last acknowledged PSN
 /// (see `Qp::window_open`). Well under the responder's receive backlog bound
 /// (2048 packets), and many ACK intervals wide, so a fast peer never waits
 /// on it.
-const PACKET_WINDOW: u32 = 256;
+pub(crate) const PACKET_WINDOW: u32 = 256;
+/// The packet window a go-back-N starts again from (see
+/// `Qp::shrink_window`): two ACK intervals, so that acknowledgements keep
+/// coming while it is that narrow.
+pub(crate) const MIN_PACKET_WINDOW: u32 = 2 * ACK_EVERY;
 /// The UC transport's opcode range (IBTA 9.2.1: RC 0x00, UC 0x20).
 const UC_TRANSPORT: u8 = 0x20;
 /// Floor for the retransmit timer: a software peer under emulation can be
@@ -630,13 +634,20 @@ impl Qp {
     /// packets past the last acknowledged PSN, and the responder's ACKs
     /// (asked for every [`ACK_EVERY`] packets) open it again. UC has no
     /// acknowledgements and no window.
+    ///
+    /// After a loss the window is narrower, and opens again with the
+    /// acknowledgements that follow (`Qp::shrink_window`).
     fn window_open(&self, q: &QpInner, p: &Pending) -> bool {
         if self.ty != QpType::Rc || is_read_or_atomic(p.wr.wqe.opcode) {
             return true;
         }
         let psn = p.first_psn.add(p.sent);
         let ahead = psn.distance_from(q.req.acked);
-        ahead <= PACKET_WINDOW as i32
+        let window = match q.req.pkt_window {
+            0 => PACKET_WINDOW,
+            w => w,
+        };
+        ahead <= window as i32
     }
 
     /// Whether another read or atomic may go on the wire.

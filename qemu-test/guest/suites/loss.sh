@@ -1,21 +1,22 @@
 # Suite: RC under loss and reordering. With netem on both ends of the veth pair,
-# build/rc_xfer (qemu-test/clients/rc_xfer.c) RDMA WRITEs 64 MiB of a
+# build/rc_xfer (qemu-test/clients/rc_xfer.c) RDMA WRITEs 32 MiB of a
 # pseudo-random pattern from device A (veth0, 10.11.0.1) into a buffer on device B
 # (veth1 in netns peer, 10.11.0.2) and SENDs its FNV-1a 64; the server hashes what
 # landed and both must agree. rdma_cm connects them with retry_count 7.
 # netem sends a quarter of the packets 1 ms ahead of the others, so most gaps are
 # reordering, which a go-back-N responder NAKs like loss; the local ACK timeout
-# (4.096 us * 2^14 = 67 ms) bounds the tail recoveries. rxe needs ~100 s here.
-# At 2^13 (34 ms), on a debug guest of a slow host (2026-11-26), oxe ran out of
-# retries a quarter of the way in: 399 ACK timeouts, 2164 go-backs, and the
-# responder dropped 15523 of 207932 packets (rx_dropped) while it worked through
-# 110612 duplicates; at 2^14, in a guest slowed further by two others beside
-# it, after 7 MiB. That is a real weakness, not fixed by the timeout: the
-# responder's backlog drain does not keep up with a go-back-N resend on a slow
-# CPU. The next thing to fix.
-
+# (4.096 us * 2^14 = 67 ms) bounds the tail recoveries.
+# On a debug guest of a slow host (2026-11-26) oxe used to collapse here: every
+# go-back put the whole 256-packet window on the wire again, the responder's
+# backlog took longer than the timeout to drain, and each timeout added another
+# window (11 packets sent per packet that counted, the retry count ran out a
+# quarter of the way in). Since then the requester narrows its window after a
+# loss (comp.rs, Qp::shrink_window): the same run wrote 64 MiB in 223 s with 21
+# ACK timeouts and nothing dropped by the responder, 4.6 packets per packet that
+# counted (go-back-N under 25% reordering resends what was only late). 32 MiB
+# keeps the suite within a few minutes of a debug guest.
 LOSS_NETEM=(loss 1% delay 1ms reorder 25% 50%)
-LOSS_SIZE=64M
+LOSS_SIZE=32M
 LOSS_ACK_TIMEOUT=14
 LOSS_TIMEOUT=600
 
