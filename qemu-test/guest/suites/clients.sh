@@ -15,21 +15,37 @@ ip_of() { if [ "$1" = a ]; then echo 10.11.0.1; else echo 10.11.0.2; fi; }
 ip6_of() { if [ "$1" = a ]; then echo fd11::1; else echo fd11::2; fi; }
 other_side() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 
-# Waits until a listener for PORT exists on SIDE: a TCP socket (the pingpongs'
-# and perftest's out-of-band exchange) or an rdma_cm ID in LISTEN state (rping,
-# perftest -R, rc_xfer). Fails early if the server process PID is gone.
+# Waits until a listener for PORT exists for the server process PID: a TCP
+# socket (the pingpongs' and perftest's out-of-band exchange) or an rdma_cm ID in
+# LISTEN state (rping, perftest -R, rc_xfer). Fails early if PID is gone.
+#
+# A TCP listener is looked up in /proc/PID/net/tcp{,6}, which show PID's network
+# namespace, by bash alone: `ip netns exec peer ss` cost a debug guest two
+# seconds a poll, more than the server took to start.
 wait_listen() { # side tcp|cm port pid
-    local side=$1 kind=$2 port=$3 pid=$4 i out
+    local kind=$2 port=$3 pid=$4 i out
     for i in $(seq 150); do
         kill -0 "$pid" 2>/dev/null || return 1
         if [ "$kind" = tcp ]; then
-            out=$(on_side "$side" ss -Htln "sport = :$port")
-            [[ $out == *":$port "* ]] && return 0
+            tcp_listening "$pid" "$port" && return 0
         else
             out=$(rdma resource show cm_id 2>/dev/null)
             [[ $out == *"state LISTEN"*":$port "* || $out == *"state LISTEN"*":$port" ]] && return 0
         fi
-        sleep 0.2
+        snooze 0.2
+    done
+    return 1
+}
+
+# Whether a TCP socket in PID's network namespace listens on PORT (state 0A in
+# /proc/net/tcp, the local port in hex after the colon).
+tcp_listening() { # pid port
+    local hex f _ local_addr st
+    printf -v hex "%04X" "$2"
+    for f in /proc/"$1"/net/tcp /proc/"$1"/net/tcp6; do
+        while read -r _ local_addr _ st _; do
+            [[ $local_addr == *:"$hex" && $st == 0A ]] && return 0
+        done <"$f" 2>/dev/null
     done
     return 1
 }
@@ -58,7 +74,7 @@ run_pair() { # name server-side tcp|cm port
     crc=$?
     for i in $(seq $((CLIENT_GRACE * 5))); do
         kill -0 "$spid" 2>/dev/null || break
-        sleep 0.2
+        snooze 0.2
     done
     kill "$spid" 2>/dev/null
     wait "$spid"
@@ -137,6 +153,10 @@ client_check() { # tool client-side
     sip=$(ip_of "$ss")
     local name=$tool:$dc-\>$ds
     local perf_args=(-i 1 -F -n 200)
+    # Bandwidth runs move 16 KiB messages (16 packets at the 1024 MTU, so
+    # first, middle and last), not perftest's 64 KiB: on a debug guest the
+    # data itself took half of each run (12.8 MB at about 2 MB/s).
+    local bw_size=(-s 16384)
     PERF=
     case $tool in
     ibv_rc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong | ibv_uc_pingpong)
@@ -161,8 +181,8 @@ client_check() { # tool client-side
         ;;
     ib_send_bw)
         # Through rdma_cm (-R): the GID comes from the route, not from -x.
-        SRV=(ib_send_bw -d "$ds" "${perf_args[@]}" -R)
-        CLI=(ib_send_bw -d "$dc" "${perf_args[@]}" -R "$sip")
+        SRV=(ib_send_bw -d "$ds" "${perf_args[@]}" "${bw_size[@]}" -R)
+        CLI=(ib_send_bw -d "$dc" "${perf_args[@]}" "${bw_size[@]}" -R "$sip")
         run_perf_pair "$name" "$ss" cm 18515 || return 1
         PERF="$(perf_value "$CDIR/$name.client.log" 4) MB/s" || return 1
         ;;
@@ -170,6 +190,7 @@ client_check() { # tool client-side
         local exe=$tool
         # Unreliable connected: RDMA WRITE with nothing acknowledged.
         [ "$tool" = ib_write_bw_uc ] && exe=ib_write_bw perf_args+=(-c UC)
+        [ "$tool" = ib_atomic_bw ] || perf_args+=("${bw_size[@]}")
         SRV=("$exe" -d "$ds" "${perf_args[@]}" -x "$gs")
         CLI=("$exe" -d "$dc" "${perf_args[@]}" -x "$gc" "$sip")
         run_perf_pair "$name" "$ss" tcp 18515 || return 1
@@ -228,7 +249,7 @@ suite_clients() { # devA devB
                     done
                 fi
                 printf '"%s": "%s",\n' "$name" "$v" >>"$verdicts.tmp"
-                sleep 0.5
+                snooze 0.5
             done
         done
     else

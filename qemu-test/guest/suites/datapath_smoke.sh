@@ -18,7 +18,7 @@ pair() { # name timeout "server cmd" "client cmd" [tcp port the server listens o
     if [ -n "$port" ]; then
         for i in $(seq 60); do
             [[ $(ss -ltn 2>/dev/null) == *:$port* ]] && break
-            sleep 0.5
+            snooze 0.5
         done
     else
         sleep 3

@@ -22,7 +22,7 @@ suite_demo() {
     say "/sys/class/infiniband/oxe0/hw_counters"
     grep -H . /sys/class/infiniband/oxe0/hw_counters/*
     release_mr
-    sleep 0.1
+    snooze 0.1
     say "after dereg"
     grep -H . /sys/class/infiniband/oxe0/hw_counters/{mr_active,pages_pinned}
     [ "$(cat /sys/class/infiniband/oxe0/hw_counters/pages_pinned)" = 0 ]

@@ -56,7 +56,7 @@ suite_loss() { # devA devB
     for i in $(seq 150); do
         [[ $(cat "$log.server.log") == *listening* ]] && break
         kill -0 "$spid" 2>/dev/null || break
-        sleep 0.2
+        snooze 0.2
     done
     t1=$SECONDS
     timeout "$LOSS_TIMEOUT" "$xfer" client 10.11.0.2 -s "$LOSS_SIZE" -c 1M -d 8 -t "$LOSS_ACK_TIMEOUT" -r 7 -w 300 \
@@ -65,7 +65,7 @@ suite_loss() { # devA devB
     echo "client done after $((SECONDS - t1)) s"
     for i in $(seq 150); do
         kill -0 "$spid" 2>/dev/null || break
-        sleep 0.2
+        snooze 0.2
     done
     kill "$spid" 2>/dev/null
     wait "$spid"

@@ -42,7 +42,7 @@ nvmeof_wait_disk() {
             [ -e "$c/subsysnqn" ] && [ "$(cat "$c/subsysnqn")" = $NVMEOF_NQN ] || continue
             ls "/dev/$(basename "$c")n1" 2>/dev/null && return 0
         done
-        sleep 0.5
+        snooze 0.5
     done
     return 1
 }

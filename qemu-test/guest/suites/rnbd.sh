@@ -14,7 +14,7 @@ rnbd_wait_disk() {
         for d in /sys/block/rnbd*; do
             [ -e "$d/rnbd/session" ] && [ "$(cat "$d/rnbd/session")" = oxe ] && echo "/dev/$(basename "$d")" && return 0
         done
-        sleep 0.5
+        snooze 0.5
     done
     return 1
 }
