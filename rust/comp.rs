@@ -146,7 +146,12 @@ impl Qp {
             crate::counters::inc(&drv.counters.go_back);
         }
         Self::shrink_window(q, why);
-        q.req.rewound_to = Some(psn);
+        // Only a timeout's go-back is remembered: the responder may well
+        // NAK its PSN from packets it was still working through. After an
+        // RNR NAK, the sequence-error NAK for the same PSN can be the one
+        // sign that the resend was lost (the responder NAKs a PSN once),
+        // and the QP may have no retransmit timer to fall back on.
+        q.req.rewound_to = (why == GoBack::Timeout).then_some(psn);
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;
@@ -302,10 +307,11 @@ impl Qp {
                         // The responder NAKs an expected PSN once. A NAK
                         // for a PSN since acknowledged is stale (it was
                         // sent before the resend it asked for arrived),
-                        // and one for where the requester last went back
-                        // to (after a timeout) asks for what is on its
-                        // way: going back again would only put a second
-                        // copy of every packet behind the first.
+                        // and one for where a timeout just went back to
+                        // most likely asks for what is on its way: going
+                        // back again would put a second copy of every
+                        // packet behind the first. If it was the resend
+                        // that was lost, the next timeout goes back.
                         if psn.is_after(q.req.acked) && q.req.rewound_to != Some(psn) {
                             self.rewind(q, psn, GoBack::SequenceNak);
                         }

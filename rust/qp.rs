@@ -111,8 +111,9 @@ pub(crate) struct Req {
     /// and WRITE packets may be past the acknowledged PSN (0: the whole
     /// `PACKET_WINDOW`). See `Qp::window_open`.
     pub(crate) pkt_window: u32,
-    /// Where the last go-back-N went back to; cleared on progress. A NAK
-    /// naming the same PSN asks for nothing that is not on its way.
+    /// Where the last retransmit timeout went back to, until the
+    /// responder acknowledges that far (see the sequence-error NAK in
+    /// `Qp::on_response`).
     pub(crate) rewound_to: Option<Psn>,
 }
 
