@@ -15,7 +15,9 @@ use crate::oxe_core::opcode::codes as op;
 use crate::oxe_core::qp_state::QpState;
 use crate::oxe_core::Psn;
 use crate::qp::{Qp, QpInner};
-use crate::req::{is_read_or_atomic, wc_opcode, ACK_EVERY, MIN_PACKET_WINDOW, PACKET_WINDOW};
+use crate::req::{
+    is_read_or_atomic, packet_window, wc_opcode, ACK_EVERY, MIN_PACKET_WINDOW, PACKET_WINDOW,
+};
 use crate::wr::{wc_status, wr_op};
 use crate::xfer::LocalErr;
 
@@ -189,13 +191,9 @@ impl Qp {
     /// counted, and the retry count ran out. As TCP does, a timeout starts
     /// again from a narrow window, and a sequence-error NAK halves it.
     fn shrink_window(q: &mut QpInner, why: GoBack) {
-        let current = match q.req.pkt_window {
-            0 => PACKET_WINDOW,
-            w => w,
-        };
         q.req.pkt_window = match why {
             GoBack::Timeout => MIN_PACKET_WINDOW,
-            GoBack::SequenceNak => (current / 2).max(MIN_PACKET_WINDOW),
+            GoBack::SequenceNak => (packet_window(q) / 2).max(MIN_PACKET_WINDOW),
             GoBack::RnrNak | GoBack::ReadGap => return,
         };
     }

@@ -34,6 +34,15 @@ pub(crate) const PACKET_WINDOW: u32 = 256;
 /// `Qp::shrink_window`): two ACK intervals, so that acknowledgements keep
 /// coming while it is that narrow.
 pub(crate) const MIN_PACKET_WINDOW: u32 = 2 * ACK_EVERY;
+/// The packet window in force: narrowed after a loss (`pkt_window`), else
+/// the whole [`PACKET_WINDOW`].
+pub(crate) fn packet_window(q: &QpInner) -> u32 {
+    match q.req.pkt_window {
+        0 => PACKET_WINDOW,
+        w => w,
+    }
+}
+
 /// The UC transport's opcode range (IBTA 9.2.1: RC 0x00, UC 0x20).
 const UC_TRANSPORT: u8 = 0x20;
 /// Floor for the retransmit timer: a software peer under emulation can be
@@ -643,11 +652,7 @@ impl Qp {
         }
         let psn = p.first_psn.add(p.sent);
         let ahead = psn.distance_from(q.req.acked);
-        let window = match q.req.pkt_window {
-            0 => PACKET_WINDOW,
-            w => w,
-        };
-        ahead <= window as i32
+        ahead <= packet_window(q) as i32
     }
 
     /// Whether another read or atomic may go on the wire.
