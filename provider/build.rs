@@ -20,6 +20,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=OXE_RDMA_CORE");
     println!("cargo:rerun-if-changed=c/wrapper.h");
     println!("cargo:rerun-if-changed=c/glue.c");
+    println!("cargo:rerun-if-changed=include/oxedv.h");
 
     let top = rdma_core_top();
     let abi_dir = oxe_abi_dir();
@@ -96,6 +97,7 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .header("c/wrapper.h")
         .clang_arg(format!("-I{}", include.display()))
         .clang_arg(format!("-I{}", abi_dir.display()))
+        .clang_arg("-Iinclude")
         .clang_arg("-std=gnu11")
         .use_core()
         .derive_default(true)
@@ -197,6 +199,8 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_var("VERBS_MATCH_.*")
         // oxe-abi.h's structs, only to check them against oxe-core's.
         .allowlist_type("oxe_.*")
+        // The direct verbs' types: the exported functions take them.
+        .allowlist_type("oxedv_.*")
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         .generate()
         .expect("bindgen failed on c/wrapper.h (is LIBCLANG_PATH set, e.g. /usr/lib/llvm-19/lib?)");

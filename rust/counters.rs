@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 29] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 30] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -38,6 +38,7 @@ pub(crate) const NAMES: [&core::ffi::CStr; 29] = [
     c"mr_fastreg",
     c"mr_local_inv",
     c"mr_remote_inv",
+    c"rx_inline_cqe",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -97,6 +98,9 @@ pub(crate) struct Counters {
     pub(crate) mr_local_inv: AtomicU64,
     /// Fast-registration MRs freed by a peer's SEND with Invalidate.
     pub(crate) mr_remote_inv: AtomicU64,
+    /// Receives completed with their message in the completion entry, for
+    /// the provider to copy (inline receive).
+    pub(crate) rx_inline_cqe: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -188,6 +192,7 @@ impl Counters {
             &self.mr_fastreg,
             &self.mr_local_inv,
             &self.mr_remote_inv,
+            &self.rx_inline_cqe,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

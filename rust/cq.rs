@@ -10,8 +10,12 @@ use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
+use crate::ib::umem::MmId;
 use crate::limits::{Kind, Quota};
-use crate::oxe_core::abi::{OxeCqe, OxeQueueMap};
+use crate::oxe_core::abi::{
+    OxeCqe, OxeInlinePiece, OxeQueueMap, OXE_CQE_INLINE_DATA, OXE_CQE_INLINE_PIECES,
+    OXE_CQE_INLINE_SLOT, OXE_WC_INLINE,
+};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -36,6 +40,13 @@ pub(crate) struct Cq {
     armed: AtomicU32,
     /// An overrun was reported (once for the CQ's life).
     overrun: AtomicBool,
+    /// Its slots hold a message and where it goes after the CQE (inline
+    /// receive, `OXE_CQE_INLINE_SLOT`), for a provider that asked; fixed
+    /// for the CQ's life, resizes included.
+    inline_recv: bool,
+    /// The process that created it, which maps and polls its ring: inline
+    /// messages only go to memory pinned from that process.
+    owner: MmId,
     /// The ib_cq, for completion and error events; gone once destroyed.
     #[pin]
     handle: Callback<CqHandle>,
@@ -48,15 +59,20 @@ impl Cq {
         counters: &Arc<Counters>,
         uctx: Option<Uctx>,
         cqe: u32,
+        inline_recv: bool,
         handle: CqHandle,
     ) -> Result<Arc<Cq>> {
         let quota = Quota::take(counters, Kind::Cq)?;
-        let ring = Self::new_ring(uctx, cqe)?;
+        // Kernel consumers poll through `poll`, which has no use for it.
+        let inline_recv = inline_recv && uctx.is_some();
+        let ring = Self::new_ring(uctx, cqe, inline_recv)?;
         Arc::pin_init(
             pin_init!(Cq {
                 q <- DualLock::new(new_spinlock_bh!(0), kernel::new_spinlock_irq!(()), ring),
                 armed: AtomicU32::new(DISARMED),
                 overrun: AtomicBool::new(false),
+                inline_recv,
+                owner: MmId::current(),
                 handle <- Callback::new(handle),
                 _quota: quota,
             }),
@@ -66,11 +82,26 @@ impl Cq {
 
     /// A ring for at least `cqe` completions, mapped for `uctx` if given:
     /// for a new CQ, or for a resize (allocated before any lock is taken).
-    pub(crate) fn new_ring(uctx: Option<Uctx>, cqe: u32) -> Result<Ring> {
+    pub(crate) fn new_ring(uctx: Option<Uctx>, cqe: u32, inline_recv: bool) -> Result<Ring> {
         if cqe == 0 || cqe > MAX_CQE {
             return Err(EINVAL);
         }
-        Ring::new(uctx, cqe, OxeCqe::SIZE as u32)
+        let slot = if inline_recv {
+            OXE_CQE_INLINE_SLOT
+        } else {
+            OxeCqe::SIZE as u32
+        };
+        Ring::new(uctx, cqe, slot)
+    }
+
+    /// Whether receive completions may carry their message.
+    pub(crate) fn inline_recv(&self) -> bool {
+        self.inline_recv
+    }
+
+    /// The address space that polls the CQ (see [`Cq::push_inline`]).
+    pub(crate) fn owner(&self) -> MmId {
+        self.owner
     }
 
     /// Where user space maps the ring.
@@ -94,6 +125,31 @@ impl Cq {
     /// event. A full CQ is an overrun: the completion is lost and the
     /// consumer gets IB_EVENT_CQ_ERR, as IBTA 11.4.2.1 describes.
     pub(crate) fn push(&self, cqe: &OxeCqe, solicited: bool) -> bool {
+        self.push_image(cqe, &cqe.to_bytes(), solicited)
+    }
+
+    /// As [`Cq::push`], for a receive whose message goes with the
+    /// completion: `data` is the message, `pieces` where the provider puts
+    /// it. Only for a CQ with [`Cq::inline_recv`] (else `false`, nothing
+    /// pushed); the caller checked the sizes against the ABI's limits.
+    pub(crate) fn push_inline(
+        &self,
+        cqe: &OxeCqe,
+        data: &[u8],
+        pieces: &[OxeInlinePiece],
+        solicited: bool,
+    ) -> bool {
+        let mut c = *cqe;
+        c.wc_flags |= OXE_WC_INLINE;
+        let mut slot = [0u8; OXE_CQE_INLINE_SLOT as usize];
+        if !self.inline_recv || !fill_inline(&mut slot, &c, data, pieces) {
+            return false;
+        }
+        self.push_image(&c, &slot, solicited)
+    }
+
+    /// Publishes one slot's image, `cqe` first.
+    fn push_image(&self, cqe: &OxeCqe, image: &[u8], solicited: bool) -> bool {
         let mut q = self.q.bh();
         let (prod, ring) = q.parts();
         let used = prod.wrapping_sub(ring.consumer());
@@ -110,7 +166,7 @@ impl Cq {
             }
             return false;
         }
-        ring.write_slot(*prod, &cqe.to_bytes());
+        ring.write_slot(*prod, image);
         *prod = prod.wrapping_add(1);
         ring.set_producer(*prod);
         drop(q);
@@ -142,6 +198,7 @@ impl Cq {
     /// returns how many. The caller looks their QPs up afterwards: a table
     /// lookup holds softirqs off, which must not end inside this irq lock.
     pub(crate) fn poll(&self, out: &mut [OxeCqe]) -> usize {
+        // A kernel consumer's CQ never has inline slots (`Cq::new`).
         let q = self.q.irq();
         let ring = q.shared();
         let prod = ring.producer();
@@ -183,4 +240,28 @@ impl Cq {
         drop(detached);
         self.handle.retire();
     }
+}
+
+/// Lays out an inline-receive slot: the CQE, the message, its pieces.
+/// `false` if they do not fit the ABI's limits.
+fn fill_inline(
+    slot: &mut [u8; OXE_CQE_INLINE_SLOT as usize],
+    cqe: &OxeCqe,
+    data: &[u8],
+    pieces: &[OxeInlinePiece],
+) -> bool {
+    let data_at = OXE_CQE_INLINE_DATA as usize;
+    let pieces_at = OXE_CQE_INLINE_PIECES as usize;
+    if data_at + data.len() > pieces_at
+        || pieces_at + pieces.len() * OxeInlinePiece::SIZE > slot.len()
+    {
+        return false;
+    }
+    slot[..OxeCqe::SIZE].copy_from_slice(&cqe.to_bytes());
+    slot[data_at..data_at + data.len()].copy_from_slice(data);
+    for (i, p) in pieces.iter().enumerate() {
+        let at = pieces_at + i * OxeInlinePiece::SIZE;
+        slot[at..at + OxeInlinePiece::SIZE].copy_from_slice(&p.to_bytes());
+    }
+    true
 }

@@ -285,7 +285,7 @@ impl OxeDevice {
                 | abi::OXE_UCTX_CAP_REREG_PD
                 | abi::OXE_UCTX_CAP_REREG_ACCESS,
             max_inline: crate::qp::MAX_INLINE,
-            reserved: 0,
+            inline_recv_max: abi::OXE_INLINE_RECV_MAX,
         };
         udata.respond(&resp.to_bytes())?;
         inc(&self.counters.ucontext_active);

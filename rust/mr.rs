@@ -19,7 +19,7 @@ use crate::ib::memory::Memory;
 use crate::ib::mr::{MrInfo, MrKeys, Rereg};
 use crate::ib::objects::PdId;
 use crate::ib::odp::{FaultMode, OdpUmem};
-use crate::ib::umem::Umem;
+use crate::ib::umem::{MmId, Umem};
 use crate::limits::{self, Kind};
 use crate::oxe_core::abi::OxeRegMrResp;
 use crate::oxe_core::key::Key;
@@ -313,6 +313,38 @@ impl Mr {
         }
         let off = iova - st.range.iova();
         Ok(f(&st.pages.mem, off))
+    }
+
+    /// Where `[iova, iova + len)` lies in the registering process, checked
+    /// as a local write through a QP of PD `pd` is: for inline receive,
+    /// which has the provider write it there (`resp.rs`). `Ok(None)` for
+    /// memory other than user pages pinned writable (ODP, kernel pages),
+    /// which the device goes on writing itself: a user page an ODP MR
+    /// covers may not be mapped writable, and the provider must not fault
+    /// on a write the kernel would have refused with a completion error.
+    ///
+    /// `reader` is the address space that will copy the message (the one
+    /// that created the receive CQ): the address is only given for pages
+    /// pinned from it. A process that shares its verbs context with another
+    /// (`ibv_import_device`) may name the other's MR in a receive; the
+    /// device writes that one as before.
+    pub(crate) fn user_va(
+        &self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        reader: MmId,
+    ) -> core::result::Result<Option<u64>, Denied> {
+        let st = self.state.lock();
+        st.admit(pd, Some(AccessOp::LocalWrite))?;
+        if !st.range.contains(iova, len) {
+            return Err(Denied::Bounds);
+        }
+        let ours = match &*st.pages.mem {
+            Memory::Pinned(u) => u.writable() && u.owner() == reader,
+            _ => false,
+        };
+        Ok(ours.then(|| st.start.wrapping_add(iova - st.range.iova())))
     }
 
     /// Brings `[iova, iova + len)` of an ODP MR in (writable if `write`),

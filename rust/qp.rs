@@ -313,6 +313,10 @@ pub(crate) struct Qp {
     pub(crate) rq: Option<Ring>,
     pub(crate) caps: QpCaps,
     pub(crate) sq_sig_all: bool,
+    /// Receives of at most `OXE_INLINE_RECV_MAX` bytes into pinned user
+    /// memory complete with the message in the CQE, for the provider to
+    /// copy (inline receive, `resp.rs`).
+    pub(crate) inline_recv: bool,
     pub(crate) kernel: Option<KernelToken>,
     /// UDP source port: spreads QPs over flows, as RoCE v2 intends.
     pub(crate) sport: u16,
@@ -381,6 +385,7 @@ impl Qp {
         drv: &OxeDevice,
         dev: IbDev<OxeDevice>,
         init: QpInit<OxeDevice>,
+        inline_recv: bool,
     ) -> Result<Arc<Qp>> {
         let c = init.caps;
         if c.max_send_wr > MAX_WR
@@ -423,6 +428,12 @@ impl Qp {
         }
         let txq = TxQueue::new()?;
         let req_txq = TxQueue::new()?;
+        // A process's QP whose receive CQ has the slots for it, unless its
+        // creator said no; GSI (QP1) is a kernel QP.
+        let inline_recv = inline_recv
+            && init.uctx.is_some()
+            && init.recv_cq.inline_recv()
+            && matches!(init.ty, QpType::Rc | QpType::Uc | QpType::Ud);
         let qp = Arc::pin_init(
             pin_init!(Qp {
                 work: SetOnce::new(),
@@ -443,6 +454,7 @@ impl Qp {
                 rq,
                 caps,
                 sq_sig_all: init.sq_sig_all,
+                inline_recv,
                 kernel: init.kernel,
                 sport: 0xc000 | (qpn_hint as u16 & 0x3fff),
                 mcast_groups: AtomicU32::new(0),

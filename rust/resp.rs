@@ -11,7 +11,9 @@ use crate::device::OxeDevice;
 use crate::ib::av::Av;
 use crate::ib::qp::QpEvent;
 use crate::mr::Denied;
-use crate::oxe_core::abi::{OxeCqe, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
+use crate::oxe_core::abi::{
+    OxeCqe, OXE_INLINE_RECV_MAX, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV,
+};
 use crate::oxe_core::aeth::{credit_code_for, Aeth, NakCode, Syndrome, CREDITS_INVALID};
 use crate::oxe_core::ext_headers::{AtomicAckEth, Reth};
 use crate::oxe_core::opcode::{codes as op, Operation, Position};
@@ -23,7 +25,7 @@ use crate::qp::{
 use crate::recv::Packet;
 use crate::tx::{self, Headers};
 use crate::wr::{self, wc_op, wc_status, RecvWr};
-use crate::xfer::{Local, LocalErr, Remote};
+use crate::xfer::{InlinePieces, Local, LocalErr, Remote};
 use core::sync::atomic::Ordering;
 
 /// IB access flags on the QP that let peers in.
@@ -323,19 +325,35 @@ impl Qp {
             pd: self.pd,
             kernel: self.kernel.as_ref(),
         };
-        if let Err(e) = local.scatter(&r.wr.sges, r.off.into(), p.payload) {
-            let (status, nak) = match e {
-                // ODP: the fault is queued; the requester sends this packet
-                // again after the RNR timer (see crate::odp).
-                LocalErr::Fault => return Verdict::Fault,
-                LocalErr::Len => (wc_status::LOC_LEN_ERR, NakCode::InvalidRequest),
-                LocalErr::Prot => (wc_status::LOC_PROT_ERR, NakCode::RemoteOperationalError),
-            };
-            let c = wr::cqe(self.qpn(), r.wr.wr_id, wc_op::RECV, status, 0);
-            q.resp.recv = None;
-            self.complete_recv(&c, false);
-            return Verdict::RecvFailed(nak);
-        }
+        // A one-packet message short enough goes with its completion, for
+        // the provider to copy (inline receive); the rest is placed here.
+        let inline = if starts && ends {
+            self.inline_target(&local, &r.wr.sges, p.payload.len())
+        } else {
+            Ok(None)
+        };
+        let placed = match inline {
+            Ok(None) => local
+                .scatter(&r.wr.sges, r.off.into(), p.payload)
+                .map(|()| None),
+            other => other,
+        };
+        let inline = match placed {
+            Ok(inline) => inline,
+            Err(e) => {
+                let (status, nak) = match e {
+                    // ODP: the fault is queued; the requester sends this
+                    // packet again after the RNR timer (see crate::odp).
+                    LocalErr::Fault => return Verdict::Fault,
+                    LocalErr::Len => (wc_status::LOC_LEN_ERR, NakCode::InvalidRequest),
+                    LocalErr::Prot => (wc_status::LOC_PROT_ERR, NakCode::RemoteOperationalError),
+                };
+                let c = wr::cqe(self.qpn(), r.wr.wr_id, wc_op::RECV, status, 0);
+                q.resp.recv = None;
+                self.complete_recv(&c, false);
+                return Verdict::RecvFailed(nak);
+            }
+        };
         r.off += p.payload.len() as u32;
         if ends {
             let Some(r) = q.resp.recv.take() else {
@@ -369,9 +387,48 @@ impl Qp {
             }
             c.src_qp = q.attr.dest_qpn;
             q.resp.msn = q.resp.msn.wrapping_add(1);
-            self.complete_recv(&c, p.bth.solicited);
+            self.complete_placed(drv, &c, p.payload, inline.as_ref(), p.bth.solicited);
         }
         Verdict::Ack
+    }
+
+    /// Inline receive: where a message of `len` bytes goes in the
+    /// receiving process, if it goes with its completion (a process's QP
+    /// that allows it, a message that fits, pinned memory). Errors are the
+    /// receive's own, as `scatter` would find them.
+    fn inline_target(
+        &self,
+        local: &Local<'_>,
+        sges: &[crate::oxe_core::abi::OxeSge],
+        len: usize,
+    ) -> Result<Option<InlinePieces>, LocalErr> {
+        if !self.inline_recv || len > OXE_INLINE_RECV_MAX as usize {
+            return Ok(None);
+        }
+        local.user_pieces(sges, len, self.recv_cq.owner())
+    }
+
+    /// Completes a receive whose message is `data`: with the message, if
+    /// it was not placed but goes `inline`, or as usual.
+    fn complete_placed(
+        &self,
+        drv: &OxeDevice,
+        c: &OxeCqe,
+        data: &[u8],
+        inline: Option<&InlinePieces>,
+        solicited: bool,
+    ) {
+        match inline {
+            Some(pieces) => {
+                if self
+                    .recv_cq
+                    .push_inline(c, data, pieces.as_slice(), solicited)
+                {
+                    crate::counters::inc(&drv.counters.rx_inline_cqe);
+                }
+            }
+            None => self.complete_recv(c, solicited),
+        }
     }
 
     fn remote<'a>(&'a self, drv: &'a OxeDevice) -> Remote<'a> {
@@ -882,10 +939,22 @@ impl Qp {
         } else if let Some(h) = p.ip.get(..20) {
             grh[20..].copy_from_slice(h);
         }
-        // `take_recv_fitting` gave a WQE that holds `total` bytes.
-        let res = local
-            .scatter(&r.sges, 0, &grh)
-            .and_then(|()| local.scatter(&r.sges, GRH_LEN as u64, p.payload));
+        // `take_recv_fitting` gave a WQE that holds `total` bytes. A short
+        // datagram goes with its completion, GRH first (inline receive).
+        let mut image = [0u8; OXE_INLINE_RECV_MAX as usize];
+        let inline = self.inline_target(&local, &r.sges, total);
+        let res = match inline {
+            Ok(Some(pieces)) => {
+                image[..GRH_LEN].copy_from_slice(&grh);
+                image[GRH_LEN..total].copy_from_slice(p.payload);
+                Ok(Some(pieces))
+            }
+            Ok(None) => local
+                .scatter(&r.sges, 0, &grh)
+                .and_then(|()| local.scatter(&r.sges, GRH_LEN as u64, p.payload))
+                .map(|()| None),
+            Err(e) => Err(e),
+        };
         let mut c: OxeCqe = wr::cqe(
             self.qpn(),
             r.wr_id,
@@ -894,7 +963,7 @@ impl Qp {
             total as u32,
         );
         match res {
-            Ok(()) => {
+            Ok(inline) => {
                 c.src_qp = deth.src_qpn;
                 c.wc_flags = OXE_WC_GRH;
                 c.network_hdr_type = if v6 {
@@ -906,7 +975,8 @@ impl Qp {
                     c.imm_data = u32::from_ne_bytes(imm);
                     c.wc_flags |= OXE_WC_WITH_IMM;
                 }
-                self.complete_recv(&c, p.bth.solicited);
+                let data = image.get(..total).unwrap_or(&[]);
+                self.complete_placed(drv, &c, data, inline.as_ref(), p.bth.solicited);
             }
             Err(e) => {
                 c.status = if e == LocalErr::Len {

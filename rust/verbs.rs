@@ -26,8 +26,9 @@ use crate::ib::udata::{write_user, UData};
 use crate::mr::Mr;
 use crate::mw::Mw;
 use crate::oxe_core::abi::{
-    OxeCqe, OxeCreateCqResp, OxeCreateQpResp, OxeCreateSrqResp, OxeModifySrqCmd, OxeRecvWqe,
-    OxeResizeCqResp, OxeResizeSrqResp, OxeSendWqe, OxeSge,
+    OxeCqe, OxeCreateCqCmd, OxeCreateCqResp, OxeCreateQpCmd, OxeCreateQpResp, OxeCreateSrqResp,
+    OxeModifySrqCmd, OxeRecvWqe, OxeResizeCqResp, OxeResizeSrqResp, OxeSendWqe, OxeSge,
+    OXE_CREATE_CQ_INLINE_RECV, OXE_CREATE_QP_NO_INLINE_RECV,
 };
 use crate::oxe_core::gid::Gid;
 use crate::oxe_core::pma::{Answer, MAD_LEN};
@@ -146,7 +147,14 @@ impl Driver for OxeDevice {
 
 impl CqOps<OxeDevice> for Cq {
     fn create(drv: &OxeDevice, cqe: u32, handle: CqHandle, udata: &UData) -> Result<Arc<Self>> {
-        let cq = Cq::new(&drv.counters, udata.uctx(), cqe, handle)?;
+        let mut cmd = [0u8; OxeCreateCqCmd::SIZE];
+        udata.request(&mut cmd)?;
+        let flags = OxeCreateCqCmd::from_bytes(&cmd).map_or(0, |c| c.flags);
+        if flags & !OXE_CREATE_CQ_INLINE_RECV != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let inline_recv = flags & OXE_CREATE_CQ_INLINE_RECV != 0;
+        let cq = Cq::new(&drv.counters, udata.uctx(), cqe, inline_recv, handle)?;
         let resp = OxeCreateCqResp { cq: cq.map() };
         if let Err(e) = udata.respond(&resp.to_bytes()) {
             cq.destroy();
@@ -175,7 +183,7 @@ impl CqOps<OxeDevice> for Cq {
         if cqe < self.outstanding() {
             return Err(EINVAL);
         }
-        let new = Cq::new_ring(udata.uctx(), cqe)?;
+        let new = Cq::new_ring(udata.uctx(), cqe, self.inline_recv())?;
         let capacity = new.num_slots();
         udata.respond(&OxeResizeCqResp { cq: new.map() }.to_bytes())?;
         let (r, unused) = Cq::resize(self, new);
@@ -287,7 +295,14 @@ impl QpOps<OxeDevice> for Qp {
         init: QpInit<OxeDevice>,
         udata: &UData,
     ) -> Result<Arc<Self>> {
-        let qp = Qp::create(drv, dev, init)?;
+        let mut cmd = [0u8; OxeCreateQpCmd::SIZE];
+        udata.request(&mut cmd)?;
+        let flags = OxeCreateQpCmd::from_bytes(&cmd).map_or(0, |c| c.flags);
+        if flags & !OXE_CREATE_QP_NO_INLINE_RECV != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let inline_recv = flags & OXE_CREATE_QP_NO_INLINE_RECV == 0;
+        let qp = Qp::create(drv, dev, init, inline_recv)?;
         let resp = OxeCreateQpResp {
             sq: qp.sq.map(),
             rq: qp.rq.as_ref().map(|r| r.map()).unwrap_or_default(),
@@ -307,6 +322,10 @@ impl QpOps<OxeDevice> for Qp {
 
     fn ty(&self) -> QpType {
         self.ty
+    }
+
+    fn inline_recv(&self) -> bool {
+        self.inline_recv
     }
 
     fn caps(&self) -> QpCaps {

@@ -18,9 +18,10 @@ use crate::device::OxeDevice;
 use crate::ib::kmem::KernelToken;
 use crate::ib::memory::Memory;
 use crate::ib::objects::PdId;
+use crate::ib::umem::MmId;
 use crate::mr::{Denied, Mr};
 use crate::mw::QpTag;
-use crate::oxe_core::abi::OxeSge;
+use crate::oxe_core::abi::{OxeInlinePiece, OxeSge, OXE_INLINE_RECV_PIECES};
 use crate::oxe_core::AccessOp;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -150,6 +151,43 @@ impl Local<'_> {
         }
     }
 
+    /// Inline receive: where the first `len` bytes of the SGE list lie in
+    /// the process that posted it, with every check [`Local::scatter`]
+    /// makes and the same errors, but without touching a page. `Ok(None)`
+    /// when the list cannot go inline (memory the device must write
+    /// itself, or cut into more pieces than a completion carries): the
+    /// caller then scatters as usual.
+    /// `reader` is the address space that copies it (`Mr::user_va`).
+    pub(crate) fn user_pieces(
+        &self,
+        sges: &[OxeSge],
+        len: usize,
+        reader: MmId,
+    ) -> Result<Option<InlinePieces>, LocalErr> {
+        let mut out = InlinePieces::default();
+        let mut inline = true;
+        self.walk(sges, 0, len, |sge, in_sge, _, n| {
+            let addr = sge.addr.checked_add(in_sge).ok_or(LocalErr::Prot)?;
+            // A user QP has no kernel lkey (`scatter` says the same).
+            if sge.lkey == LOCAL_DMA_LKEY {
+                return Err(LocalErr::Prot);
+            }
+            let mr = self.mr(sge.lkey)?;
+            match mr.user_va(self.pd, addr, n as u64, reader) {
+                Err(_) => Err(LocalErr::Prot),
+                Ok(Some(va)) => {
+                    inline &= out.push(va, n as u32);
+                    Ok(())
+                }
+                Ok(None) => {
+                    inline = false;
+                    Ok(())
+                }
+            }
+        })?;
+        Ok(inline.then_some(out))
+    }
+
     /// Whether the first `len` bytes of the SGE list are translated now
     /// for the device to write (ODP pages present); a miss queues the
     /// fault and is `EAGAIN`. Any other problem is left to the placement.
@@ -194,6 +232,35 @@ impl Local<'_> {
                 .map_err(|_| LocalErr::Prot)?;
         }
         Ok(())
+    }
+}
+
+/// Where an inline-received message goes, piece by piece, in the
+/// receiving process (`OxeInlinePiece`).
+#[derive(Default)]
+pub(crate) struct InlinePieces {
+    pieces: [OxeInlinePiece; OXE_INLINE_RECV_PIECES as usize],
+    n: usize,
+}
+
+impl InlinePieces {
+    /// Adds a piece; `false` once the completion has no room for it.
+    fn push(&mut self, va: u64, length: u32) -> bool {
+        let Some(p) = self.pieces.get_mut(self.n) else {
+            return false;
+        };
+        *p = OxeInlinePiece {
+            va,
+            length,
+            reserved: 0,
+        };
+        self.n += 1;
+        true
+    }
+
+    /// The pieces, in message order.
+    pub(crate) fn as_slice(&self) -> &[OxeInlinePiece] {
+        &self.pieces[..self.n]
     }
 }
 

@@ -2,7 +2,8 @@
 /*
  * What bindgen reads: rdma-core's private provider interface (only present in
  * a configured rdma-core tree, under build/include), the libc items the
- * provider needs, and oxe's driver ABI header (to check it against oxe-core).
+ * provider needs, oxe's driver ABI header (to check it against oxe-core), and
+ * the direct verbs' header, whose types the exported oxedv_* functions take.
  * build.rs allowlists the few items actually used.
  */
 #include <errno.h>
@@ -13,3 +14,4 @@
 #include <infiniband/kern-abi.h>
 
 #include "oxe-abi.h"
+#include "oxedv.h"

@@ -10,7 +10,7 @@
 
 use core::ffi::c_int;
 
-use crate::cqe::Completion;
+use crate::cqe::{Completion, InlineRecv};
 use crate::ring::{Consumer, QueueMem};
 use crate::verbs::EPROTO;
 
@@ -36,15 +36,23 @@ impl<M: QueueMem> CompletionQueue<M> {
         }
     }
 
-    /// Takes the oldest completion, if the kernel produced one. The slot is
+    /// Takes the oldest completion, if the kernel produced one, handing a
+    /// message that came with it to `deliver` first (inline receive: the
+    /// receive is complete once the message is in its buffer). The slot is
     /// only given back to the kernel by [`Self::release`].
-    pub(crate) fn poll_one(&mut self) -> Result<Option<Completion>, c_int> {
+    pub(crate) fn poll_one(
+        &mut self,
+        deliver: impl FnOnce(&InlineRecv<'_>),
+    ) -> Result<Option<Completion>, c_int> {
         let Some(slot) = self.ring.peek()? else {
             return Ok(None);
         };
         // The layout was checked to hold whole CQEs, so this cannot fail;
         // if it did, the queue is not one this provider understands.
         let completion = Completion::from_slot(slot).ok_or(EPROTO)?;
+        if let Some(message) = InlineRecv::from_slot(slot).map_err(|_| EPROTO)? {
+            deliver(&message);
+        }
         self.ring.advance();
         Ok(Some(completion))
     }
@@ -56,8 +64,11 @@ impl<M: QueueMem> CompletionQueue<M> {
 
     /// `start_poll`/`next_poll`: moves to the next completion, `ENOENT` if
     /// there is none.
-    pub(crate) fn step(&mut self) -> Result<&Completion, c_int> {
-        match self.poll_one()? {
+    pub(crate) fn step(
+        &mut self,
+        deliver: impl FnOnce(&InlineRecv<'_>),
+    ) -> Result<&Completion, c_int> {
+        match self.poll_one(deliver)? {
             Some(c) => {
                 self.current = c;
                 Ok(&self.current)
@@ -147,15 +158,15 @@ mod tests {
     #[test]
     fn poll_returns_completions_in_order_then_none() {
         let mut cq = CompletionQueue::new(HeapQueue::new(4, 64));
-        assert_eq!(cq.poll_one(), Ok(None));
+        assert_eq!(cq.poll_one(|_| ()), Ok(None));
         produce(&mut cq, 0, 10);
         produce(&mut cq, 1, 11);
-        let a = cq.poll_one().unwrap().unwrap();
+        let a = cq.poll_one(|_| ()).unwrap().unwrap();
         assert_eq!(a.wr_id, 10);
         assert_eq!(a.wc_flags, sys::IBV_WC_WITH_INV);
         assert_eq!(a.imm_or_inv, 0x77);
-        assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, 11);
-        assert_eq!(cq.poll_one(), Ok(None));
+        assert_eq!(cq.poll_one(|_| ()).unwrap().unwrap().wr_id, 11);
+        assert_eq!(cq.poll_one(|_| ()), Ok(None));
         // Slots go back only on release.
         assert_eq!(consumer_index(&mut cq), 0);
         cq.release();
@@ -163,11 +174,50 @@ mod tests {
     }
 
     #[test]
+    fn an_inline_message_is_delivered_before_its_completion_returns() {
+        use oxe_core::abi::{
+            OxeInlinePiece, OXE_CQE_INLINE_DATA, OXE_CQE_INLINE_PIECES, OXE_WC_INLINE,
+        };
+        let mut cq = CompletionQueue::new(HeapQueue::new(2, 256));
+        let cqe = OxeCqe {
+            wr_id: 3,
+            opcode: sys::IBV_WC_RECV,
+            byte_len: 5,
+            wc_flags: OXE_WC_INLINE,
+            ..Default::default()
+        };
+        let mem = cq.ring_mut().mem_mut();
+        let slot = mem.slot_mut(0);
+        cqe.write_to(slot);
+        let at = OXE_CQE_INLINE_DATA as usize;
+        slot[at..at + 5].copy_from_slice(b"hello");
+        let piece = OxeInlinePiece {
+            va: 0xabc0,
+            length: 5,
+            reserved: 0,
+        };
+        let at = OXE_CQE_INLINE_PIECES as usize;
+        slot[at..at + OxeInlinePiece::SIZE].copy_from_slice(&piece.to_bytes());
+        mem.producer_index().store(1, Ordering::Release);
+        produce(&mut cq, 1, 4);
+        let mut seen = Vec::new();
+        let c = cq
+            .poll_one(|m| seen.extend(m.pieces().map(|(va, b)| (va, b.to_vec()))))
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.wr_id, c.byte_len, c.wc_flags), (3, 5, 0));
+        assert_eq!(seen, [(0xabc0, b"hello".to_vec())]);
+        // A completion without a message calls nobody.
+        let c = cq.poll_one(|_| panic!("no message")).unwrap().unwrap();
+        assert_eq!(c.wr_id, 4);
+    }
+
+    #[test]
     fn poll_survives_index_wrap_around_the_ring() {
         let mut cq = CompletionQueue::new(HeapQueue::new(2, 64));
         for i in 0..7u32 {
             produce(&mut cq, i, u64::from(i));
-            assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, u64::from(i));
+            assert_eq!(cq.poll_one(|_| ()).unwrap().unwrap().wr_id, u64::from(i));
             cq.release();
         }
         assert_eq!(consumer_index(&mut cq), 7);
@@ -180,8 +230,8 @@ mod tests {
             .mem_mut()
             .producer_index()
             .store(3, Ordering::Release);
-        assert_eq!(cq.poll_one(), Err(EPROTO));
-        assert_eq!(cq.step().map(|c| c.wr_id), Err(EPROTO));
+        assert_eq!(cq.poll_one(|_| ()), Err(EPROTO));
+        assert_eq!(cq.step(|_| ()).map(|c| c.wr_id), Err(EPROTO));
     }
 
     #[test]
@@ -190,14 +240,14 @@ mod tests {
         for i in 0..4u32 {
             produce(&mut cq, i, u64::from(i));
         }
-        assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, 0);
+        assert_eq!(cq.poll_one(|_| ()).unwrap().unwrap().wr_id, 0);
         cq.release();
         // The kernel grows the CQ to 8, keeping the three left.
         let new = HeapQueue::resized(cq.ring_mut().mem_mut(), 8).unwrap();
         cq.replace_mem(new);
         produce(&mut cq, 4, 4);
         produce(&mut cq, 5, 5);
-        let rest: Vec<u64> = core::iter::from_fn(|| cq.poll_one().unwrap())
+        let rest: Vec<u64> = core::iter::from_fn(|| cq.poll_one(|_| ()).unwrap())
             .map(|c| c.wr_id)
             .collect();
         assert_eq!(rest, [1, 2, 3, 4, 5]);
@@ -221,7 +271,7 @@ mod tests {
         // Start near the end of the ring so the purge crosses the wrap.
         for i in 0..6u32 {
             produce_for(&mut cq, i, 9, 100);
-            cq.poll_one().unwrap();
+            cq.poll_one(|_| ()).unwrap();
         }
         cq.release();
         let qps = [7, 9, 7, 7, 8, 9, 7];
@@ -229,9 +279,9 @@ mod tests {
             produce_for(&mut cq, 6 + k as u32, *qp, k as u64);
         }
         // One completion already taken (and not released) stays taken.
-        assert_eq!(cq.poll_one().unwrap().unwrap().wr_id, 0);
+        assert_eq!(cq.poll_one(|_| ()).unwrap().unwrap().wr_id, 0);
         assert_eq!(cq.purge_qp(7), Ok(3));
-        let rest: Vec<(u64, u32)> = core::iter::from_fn(|| cq.poll_one().unwrap())
+        let rest: Vec<(u64, u32)> = core::iter::from_fn(|| cq.poll_one(|_| ()).unwrap())
             .map(|c| (c.wr_id, c.qp_num))
             .collect();
         assert_eq!(rest, [(1, 9), (4, 8), (5, 9)]);
@@ -239,7 +289,7 @@ mod tests {
         assert_eq!(consumer_index(&mut cq), 13);
         // Nothing of that QP left: a second purge removes nothing.
         assert_eq!(cq.purge_qp(9), Ok(0));
-        assert_eq!(cq.poll_one(), Ok(None));
+        assert_eq!(cq.poll_one(|_| ()), Ok(None));
     }
 
     #[test]
@@ -255,17 +305,17 @@ mod tests {
     #[test]
     fn extended_poll_keeps_a_copy_of_the_current_completion() {
         let mut cq = CompletionQueue::new(HeapQueue::new(2, 64));
-        assert_eq!(cq.step().map(|c| c.wr_id), Err(ENOENT));
+        assert_eq!(cq.step(|_| ()).map(|c| c.wr_id), Err(ENOENT));
         produce(&mut cq, 0, 5);
-        assert_eq!(cq.step().map(|c| c.wr_id), Ok(5));
+        assert_eq!(cq.step(|_| ()).map(|c| c.wr_id), Ok(5));
         // end_poll gives the slot back; the kernel may reuse it at once.
         cq.release();
         produce(&mut cq, 1, 6);
         produce(&mut cq, 2, 7);
         assert_eq!(cq.current().wr_id, 5);
-        assert_eq!(cq.step().map(|c| c.wr_id), Ok(6));
-        assert_eq!(cq.step().map(|c| c.wr_id), Ok(7));
-        assert_eq!(cq.step().map(|c| c.wr_id), Err(ENOENT));
+        assert_eq!(cq.step(|_| ()).map(|c| c.wr_id), Ok(6));
+        assert_eq!(cq.step(|_| ()).map(|c| c.wr_id), Ok(7));
+        assert_eq!(cq.step(|_| ()).map(|c| c.wr_id), Err(ENOENT));
         // A failed step leaves the last completion readable.
         assert_eq!(cq.current().wr_id, 7);
         cq.release();

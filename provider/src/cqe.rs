@@ -10,7 +10,11 @@
 
 use core::ffi::c_int;
 
-use oxe_core::abi::{OxeCqe, OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV};
+use oxe_core::abi::{
+    OxeCqe, OxeInlinePiece, OXE_CQE_INLINE_DATA, OXE_CQE_INLINE_PIECES, OXE_CQE_INLINE_SLOT,
+    OXE_INLINE_RECV_MAX, OXE_INLINE_RECV_PIECES, OXE_WC_GRH, OXE_WC_INLINE, OXE_WC_WITH_IMM,
+    OXE_WC_WITH_INV,
+};
 use oxe_core::Errno;
 
 use crate::sys;
@@ -108,6 +112,57 @@ impl From<&OxeCqe> for Completion {
     }
 }
 
+/// A receive's message that came in its completion slot (inline receive),
+/// with the places in this process it goes to: the receive buffer the
+/// kernel resolved through the work request's lkeys and checked, as it
+/// checks a buffer it writes itself.
+#[derive(Debug)]
+pub(crate) struct InlineRecv<'a> {
+    slot: &'a [u8],
+    len: usize,
+}
+
+/// A slot that claims an inline message it cannot hold: the queue is not
+/// one this provider understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Malformed;
+
+impl<'a> InlineRecv<'a> {
+    /// The inline message of a slot, if its completion has one.
+    pub(crate) fn from_slot(slot: &'a [u8]) -> Result<Option<Self>, Malformed> {
+        let cqe = OxeCqe::from_bytes(slot).ok_or(Malformed)?;
+        if cqe.wc_flags & OXE_WC_INLINE == 0 {
+            return Ok(None);
+        }
+        if slot.len() < OXE_CQE_INLINE_SLOT as usize || cqe.byte_len > OXE_INLINE_RECV_MAX {
+            return Err(Malformed);
+        }
+        Ok(Some(Self {
+            slot,
+            len: cqe.byte_len as usize,
+        }))
+    }
+
+    /// Each piece of the message with its destination address, in message
+    /// order. Pieces past the message's length are cut short or left out.
+    pub(crate) fn pieces(&self) -> impl Iterator<Item = (u64, &'a [u8])> + '_ {
+        let data_at = OXE_CQE_INLINE_DATA as usize;
+        let data = &self.slot[data_at..data_at + self.len];
+        let mut done = 0usize;
+        (0..OXE_INLINE_RECV_PIECES as usize).map_while(move |i| {
+            let at = OXE_CQE_INLINE_PIECES as usize + i * OxeInlinePiece::SIZE;
+            let p = OxeInlinePiece::from_bytes(self.slot.get(at..)?)?;
+            let n = (p.length as usize).min(data.len() - done);
+            if n == 0 {
+                return None;
+            }
+            let piece = &data[done..done + n];
+            done += n;
+            Some((p.va, piece))
+        })
+    }
+}
+
 /// The optional `ibv_cq_ex` readers a CQ gets, from its `wc_flags`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CqExReaders {
@@ -190,8 +245,10 @@ mod tests {
             ibv_wc_flags(OXE_WC_GRH | OXE_WC_WITH_INV),
             sys::IBV_WC_GRH | sys::IBV_WC_WITH_INV
         );
-        // Unknown bits are dropped, not passed through as IP_CSUM_OK etc.
-        assert_eq!(ibv_wc_flags(1 << 3 | 1 << 31), 0);
+        // Unknown bits are dropped, not passed through as IP_CSUM_OK etc.,
+        // and so is inline receive, which is the provider's business.
+        assert_eq!(ibv_wc_flags(1 << 4 | 1 << 31), 0);
+        assert_eq!(ibv_wc_flags(OXE_WC_INLINE | OXE_WC_GRH), sys::IBV_WC_GRH);
     }
 
     #[test]
@@ -210,6 +267,69 @@ mod tests {
         assert_eq!(c.src_qp, 0x22);
         assert_eq!(c.wc_flags, sys::IBV_WC_WITH_IMM);
         assert_eq!(Completion::from_slot(&slot[..63]), None);
+    }
+
+    /// An inline-receive slot: `msg` in pieces of `lens` at addresses
+    /// 0x1000, 0x2000, ...
+    fn inline_slot(msg: &[u8], lens: &[u32]) -> Vec<u8> {
+        let mut slot = vec![0u8; OXE_CQE_INLINE_SLOT as usize];
+        OxeCqe {
+            byte_len: msg.len() as u32,
+            wc_flags: OXE_WC_INLINE,
+            ..cqe()
+        }
+        .write_to(&mut slot);
+        let at = OXE_CQE_INLINE_DATA as usize;
+        slot[at..at + msg.len()].copy_from_slice(msg);
+        for (i, &length) in lens.iter().enumerate() {
+            let at = OXE_CQE_INLINE_PIECES as usize + i * OxeInlinePiece::SIZE;
+            let p = OxeInlinePiece {
+                va: 0x1000 * (i as u64 + 1),
+                length,
+                reserved: 0,
+            };
+            slot[at..at + OxeInlinePiece::SIZE].copy_from_slice(&p.to_bytes());
+        }
+        slot
+    }
+
+    #[test]
+    fn inline_message_comes_in_pieces_in_order() {
+        let msg: Vec<u8> = (0..64u8).collect();
+        let slot = inline_slot(&msg, &[1, 62, 1]);
+        let inl = InlineRecv::from_slot(&slot).unwrap().expect("inline");
+        let got: Vec<(u64, Vec<u8>)> = inl.pieces().map(|(va, b)| (va, b.to_vec())).collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, msg[..1].to_vec()),
+                (0x2000, msg[1..63].to_vec()),
+                (0x3000, msg[63..].to_vec())
+            ]
+        );
+        // A completion without the flag has no inline message.
+        let mut plain = slot.clone();
+        OxeCqe {
+            wc_flags: 0,
+            ..cqe()
+        }
+        .write_to(&mut plain);
+        assert!(InlineRecv::from_slot(&plain).unwrap().is_none());
+        // The flag on a short slot, or a message too long, is a broken queue.
+        assert_eq!(InlineRecv::from_slot(&slot[..128]).unwrap_err(), Malformed);
+        let long = inline_slot(&[0u8; 65], &[65]);
+        assert_eq!(InlineRecv::from_slot(&long).unwrap_err(), Malformed);
+    }
+
+    #[test]
+    fn inline_pieces_never_run_past_the_message() {
+        let slot = inline_slot(b"abc", &[2, 9, 4]);
+        let inl = InlineRecv::from_slot(&slot).unwrap().expect("inline");
+        let got: Vec<(u64, &[u8])> = inl.pieces().collect();
+        assert_eq!(got, [(0x1000, &b"ab"[..]), (0x2000, &b"c"[..])]);
+        let empty = inline_slot(b"", &[]);
+        let inl = InlineRecv::from_slot(&empty).unwrap().expect("inline");
+        assert_eq!(inl.pieces().count(), 0);
     }
 
     #[test]

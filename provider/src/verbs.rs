@@ -19,8 +19,8 @@
 use core::ffi::{c_char, c_int};
 
 use oxe_core::abi::{
-    OxeAllocUcontextResp, OXE_ABI_VERSION, OXE_UCTX_CAP_REREG_ACCESS, OXE_UCTX_CAP_REREG_PD,
-    OXE_UCTX_CAP_REREG_TRANS,
+    OxeAllocUcontextResp, OXE_ABI_VERSION, OXE_CREATE_QP_NO_INLINE_RECV, OXE_UCTX_CAP_REREG_ACCESS,
+    OXE_UCTX_CAP_REREG_PD, OXE_UCTX_CAP_REREG_TRANS,
 };
 use oxe_core::rereg::ReregFlags;
 use oxe_core::Errno;
@@ -41,6 +41,16 @@ pub(crate) struct UcontextInfo {
     pub(crate) caps: u32,
     /// Largest inline send the kernel accepts, in bytes.
     pub(crate) max_inline: u32,
+    /// The inline-receive threshold the context's CQs and QPs use: the
+    /// kernel's, or 0 when it has none or the process turned it off.
+    pub(crate) inline_recv_max: u32,
+}
+
+/// Whether the process leaves inline receive on, from the value of
+/// `OXE_SCATTER_TO_CQE` (named after mlx5's `MLX5_SCATTER_TO_CQE`): on
+/// unless it is `0`.
+pub(crate) fn scatter_to_cqe(env: Option<&str>) -> bool {
+    env.is_none_or(|v| v.trim() != "0")
 }
 
 /// Checks the oxe part of the kernel's reply to `GET_CONTEXT`.
@@ -51,14 +61,43 @@ pub(crate) struct UcontextInfo {
 /// built with, so a mismatch here means the two halves of oxe disagree on
 /// the layout of every later reply. A kernel that sent no driver data at
 /// all leaves the zeroed reply in place, which fails the same check.
-pub(crate) fn check_ucontext(resp: &OxeAllocUcontextResp) -> Result<UcontextInfo, c_int> {
+/// `inline_recv` is whether the process wants inline receive
+/// ([`scatter_to_cqe`]).
+pub(crate) fn check_ucontext(
+    resp: &OxeAllocUcontextResp,
+    inline_recv: bool,
+) -> Result<UcontextInfo, c_int> {
     if resp.abi_version != OXE_ABI_VERSION {
         return Err(EPROTO);
     }
     Ok(UcontextInfo {
         caps: resp.caps,
         max_inline: resp.max_inline,
+        inline_recv_max: if inline_recv { resp.inline_recv_max } else { 0 },
     })
+}
+
+/// The `OXE_CREATE_QP_*` flags for the kernel from `oxedv_create_qp()`'s
+/// attributes: `EINVAL` for a mask bit or a flag this provider does not
+/// know, rather than a QP without what the application asked for.
+pub(crate) fn oxedv_qp_flags(comp_mask: u64, create_flags: u32) -> Result<u32, c_int> {
+    let known_mask = u64::from(sys::OXEDV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
+    if comp_mask & !known_mask != 0 {
+        return Err(Errno::EINVAL.to_i32());
+    }
+    if comp_mask & known_mask == 0 {
+        return Ok(0);
+    }
+    if create_flags & !sys::OXEDV_QP_CREATE_DISABLE_SCATTER_TO_CQE != 0 {
+        return Err(Errno::EINVAL.to_i32());
+    }
+    Ok(
+        if create_flags & sys::OXEDV_QP_CREATE_DISABLE_SCATTER_TO_CQE != 0 {
+            OXE_CREATE_QP_NO_INLINE_RECV
+        } else {
+            0
+        },
+    )
 }
 
 /// Length of `ibv_device_attr::fw_ver`, including its terminating NUL.
@@ -329,25 +368,63 @@ mod tests {
             abi_version: OXE_ABI_VERSION,
             caps: ALL_CAPS,
             max_inline: 128,
-            reserved: 0,
+            inline_recv_max: 64,
         };
         assert_eq!(
-            check_ucontext(&good),
+            check_ucontext(&good, true),
             Ok(UcontextInfo {
                 caps: ALL_CAPS,
-                max_inline: 128
+                max_inline: 128,
+                inline_recv_max: 64,
             })
         );
         // A kernel that wrote no driver data leaves the reply zeroed.
         assert_eq!(
-            check_ucontext(&OxeAllocUcontextResp::default()),
+            check_ucontext(&OxeAllocUcontextResp::default(), true),
             Err(EPROTO)
         );
         let newer = OxeAllocUcontextResp {
             abi_version: OXE_ABI_VERSION + 1,
             ..good
         };
-        assert_eq!(check_ucontext(&newer), Err(EPROTO));
+        assert_eq!(check_ucontext(&newer, true), Err(EPROTO));
+    }
+
+    #[test]
+    fn oxedv_qp_attrs_map_to_kernel_flags_and_refuse_the_unknown() {
+        let mask = u64::from(sys::OXEDV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
+        let off = sys::OXEDV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+        assert_eq!(oxedv_qp_flags(0, 0), Ok(0));
+        // Flags without their mask bit are not read.
+        assert_eq!(oxedv_qp_flags(0, off | 1 << 7), Ok(0));
+        assert_eq!(oxedv_qp_flags(mask, 0), Ok(0));
+        assert_eq!(oxedv_qp_flags(mask, off), Ok(OXE_CREATE_QP_NO_INLINE_RECV));
+        assert_eq!(oxedv_qp_flags(mask, off | 1 << 7), Err(EINVAL));
+        assert_eq!(oxedv_qp_flags(mask | 1 << 5, off), Err(EINVAL));
+    }
+
+    #[test]
+    fn inline_receive_is_on_unless_the_process_says_0() {
+        assert!(scatter_to_cqe(None));
+        assert!(scatter_to_cqe(Some("1")));
+        assert!(scatter_to_cqe(Some("")));
+        assert!(!scatter_to_cqe(Some("0")));
+        assert!(!scatter_to_cqe(Some(" 0\n")));
+        let resp = OxeAllocUcontextResp {
+            abi_version: OXE_ABI_VERSION,
+            inline_recv_max: 64,
+            ..Default::default()
+        };
+        assert_eq!(
+            check_ucontext(&resp, false).map(|i| i.inline_recv_max),
+            Ok(0)
+        );
+        // A kernel without it reports 0, whatever the process wants.
+        let old = OxeAllocUcontextResp {
+            inline_recv_max: 0,
+            ..resp
+        };
+        assert_eq!(check_ucontext(&old, true).map(|i| i.inline_recv_max), Ok(0));
     }
 
     #[test]

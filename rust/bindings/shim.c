@@ -49,6 +49,11 @@ struct ib_umem *oxe_shim_ib_umem_get(struct ib_device *dev, u64 addr, size_t siz
 	return ib_umem_get_va(dev, addr, size, access);
 }
 
+const void *oxe_shim_current_mm(void)
+{
+	return current->mm;
+}
+
 size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned long *pfns, size_t max)
 {
 	struct sg_page_iter it;

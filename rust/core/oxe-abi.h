@@ -18,6 +18,22 @@ enum oxe_uctx_caps {
 	OXE_UCTX_CAP_REREG_ACCESS = 1 << 2,
 };
 
+enum oxe_create_cq_flags {
+	OXE_CREATE_CQ_INLINE_RECV = 1 << 0,
+};
+
+enum oxe_create_qp_flags {
+	OXE_CREATE_QP_NO_INLINE_RECV = 1 << 0,
+};
+
+enum oxe_inline_recv_layout {
+	OXE_CQE_INLINE_SLOT = 256,
+	OXE_CQE_INLINE_DATA = 64,
+	OXE_INLINE_RECV_MAX = 64,
+	OXE_CQE_INLINE_PIECES = 128,
+	OXE_INLINE_RECV_PIECES = 8,
+};
+
 enum oxe_queue_layout {
 	OXE_QUEUE_PRODUCER = 0,
 	OXE_QUEUE_CONSUMER = 64,
@@ -35,13 +51,14 @@ enum oxe_wc_flags {
 	OXE_WC_GRH = 1 << 0,
 	OXE_WC_WITH_IMM = 1 << 1,
 	OXE_WC_WITH_INV = 1 << 2,
+	OXE_WC_INLINE = 1 << 3,
 };
 
 struct oxe_alloc_ucontext_resp {
 	__u32 abi_version;
 	__u32 caps;
 	__u32 max_inline;
-	__u32 reserved;
+	__u32 inline_recv_max;
 };
 
 struct oxe_reg_mr_resp {
@@ -54,6 +71,22 @@ struct oxe_queue_map {
 	__aligned_u64 mmap_len;
 	__u32 num_slots;
 	__u32 slot_size;
+};
+
+struct oxe_create_cq_cmd {
+	__u32 flags;
+	__u32 reserved;
+};
+
+struct oxe_create_qp_cmd {
+	__u32 flags;
+	__u32 reserved;
+};
+
+struct oxe_inline_piece {
+	__aligned_u64 va;
+	__u32 length;
+	__u32 reserved;
 };
 
 struct oxe_create_cq_resp {

@@ -132,6 +132,9 @@ pub(crate) trait QpOps<D: Driver>: Send + Sync + 'static {
     /// [`QpOps::post_send`]; user space writes its rings and rings the doorbell).
     fn is_kernel(&self) -> bool;
     fn has_srq(&self) -> bool;
+    /// Whether short receives complete with their message in the CQE
+    /// (inline receive), for `rdma resource show qp -dd`.
+    fn inline_recv(&self) -> bool;
     /// `mask` is ib_core's `ib_qp_attr_mask`.
     fn modify(&self, mask: u32, attr: &QpAttr) -> Result;
     fn query(&self) -> QpAttr;

@@ -29,6 +29,7 @@ pub(crate) mod memory;
 pub(crate) mod mr;
 pub(crate) mod mw;
 pub(crate) mod netdev;
+pub(crate) mod nl;
 pub(crate) mod objects;
 pub(crate) mod odp;
 pub(crate) mod ops;

@@ -64,6 +64,7 @@ pub(super) fn device_ops<D: Driver>() -> b::ib_device_ops {
         alloc_mw: Some(mw::alloc_mw::<D>),
         dealloc_mw: Some(mw::dealloc_mw::<D>),
         fill_res_mr_entry: Some(mr::fill_res_mr_entry::<D>),
+        fill_res_qp_entry: Some(qp::fill_res_qp_entry::<D>),
         fill_stat_mr_entry: Some(mr::fill_stat_mr_entry::<D>),
         alloc_hw_device_stats: Some(stats::alloc_device_stats::<D>),
         get_hw_stats: Some(stats::get_stats::<D>),

@@ -7,6 +7,7 @@ use super::av::Av;
 use super::driver::{Driver, QpOps};
 use super::error::to_c_int;
 use super::kmem::KernelToken;
+use super::nl::Nest;
 use super::objects::{Obj, PdId};
 use super::queue::Uctx;
 use super::udata::UData;
@@ -357,6 +358,36 @@ pub(super) unsafe extern "C" fn modify_qp<D: Driver>(
         qp.modify(mask, &q)
     })();
     to_c_int(r)
+}
+
+/// `rdma resource show qp -dd`: the driver's view of the QP.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn fill_res_qp_entry<D: Driver>(
+    msg: *mut b::sk_buff,
+    ibqp: *mut b::ib_qp,
+) -> c_int {
+    // SAFETY: a QP of `D`, alive while restrack reports it.
+    let Some(qp) = (unsafe { get::<D>(ibqp) }) else {
+        return 0;
+    };
+    let inline = if qp.inline_recv() { c"on" } else { c"off" };
+    // SAFETY: `msg` is the netlink message under construction.
+    let Some(nest) = (unsafe { Nest::start(msg, b::rdma_nldev_attr_RDMA_NLDEV_ATTR_DRIVER) })
+    else {
+        return EMSGSIZE.to_errno();
+    };
+    // SAFETY: a live message; static NUL-terminated name and value.
+    let r = unsafe {
+        b::rdma_nl_put_driver_string(msg, c"inline_recv".as_char_ptr(), inline.as_char_ptr())
+    };
+    if r != 0 {
+        return EMSGSIZE.to_errno();
+    }
+    nest.end();
+    0
 }
 
 /// # Safety

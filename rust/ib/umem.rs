@@ -9,6 +9,21 @@ use core::ptr::NonNull;
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
+/// A process's address space (its `mm_struct`), as an identity: compared,
+/// never dereferenced. 0 for none (a kernel thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MmId(usize);
+
+impl MmId {
+    /// The calling task's address space: `current->mm`, read in C as
+    /// ib_umem_get reads it, so that the two compare equal.
+    pub(crate) fn current() -> MmId {
+        // SAFETY: reads the calling task's own `mm` pointer, which only
+        // this task changes; the result is not dereferenced.
+        MmId(unsafe { b::oxe_shim_current_mm() } as usize)
+    }
+}
+
 /// User pages pinned by `ib_umem_get` (FOLL_LONGTERM), released on drop.
 ///
 /// # Invariants
@@ -84,6 +99,13 @@ impl Umem {
     /// Whether the pages were pinned writable (FOLL_WRITE).
     pub(crate) fn writable(&self) -> bool {
         self.get().writable() != 0
+    }
+
+    /// The address space the pages were pinned from. ib_umem_get took a
+    /// reference on it (`mmgrab`), so no other process can have it while
+    /// the pages stay pinned.
+    pub(crate) fn owner(&self) -> MmId {
+        MmId(self.get().owning_mm as usize)
     }
 
     /// Number of PAGE_SIZE pages pinned.

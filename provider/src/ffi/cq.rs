@@ -12,14 +12,16 @@ use core::ffi::c_int;
 use core::mem::{offset_of, size_of, size_of_val};
 use core::ptr;
 
-use oxe_core::abi::{OxeCqe, OxeCreateCqResp, OxeResizeCqResp};
+use oxe_core::abi::{
+    OxeCqe, OxeCreateCqCmd, OxeCreateCqResp, OxeResizeCqResp, OXE_CREATE_CQ_INLINE_RECV,
+};
 use oxe_core::Errno;
 
 use super::errno::{cmd_fd, errno_ret, set_errno};
 use super::lock::Locked;
 use super::queue::MappedQueue;
 use crate::completion_queue::{CompletionQueue, ENOENT};
-use crate::cqe::{Completion, CqExReaders};
+use crate::cqe::{Completion, CqExReaders, InlineRecv};
 use crate::sys;
 use crate::verbs;
 
@@ -47,6 +49,62 @@ struct CreateCqResp {
 }
 
 const _: () = assert!(offset_of!(CreateCqResp, drv) == size_of::<sys::ib_uverbs_create_cq_resp>());
+
+/// `CREATE_CQ` with oxe's driver data after uverbs' command.
+#[repr(C)]
+#[derive(Default)]
+struct CreateCqCmd {
+    core: sys::ibv_create_cq,
+    drv: OxeCreateCqCmd,
+}
+
+const _: () = assert!(offset_of!(CreateCqCmd, drv) == size_of::<sys::ibv_create_cq>());
+const _: () = assert!(size_of::<sys::oxe_create_cq_cmd>() == size_of::<OxeCreateCqCmd>());
+
+/// The extended `CREATE_CQ` with oxe's driver data.
+#[repr(C)]
+#[derive(Default)]
+struct CreateCqExCmd {
+    core: sys::ibv_create_cq_ex,
+    drv: OxeCreateCqCmd,
+}
+
+const _: () = assert!(offset_of!(CreateCqExCmd, drv) == size_of::<sys::ibv_create_cq_ex>());
+
+/// What a new CQ asks the kernel for: inline-receive slots, unless the
+/// process turned inline receive off (`OXE_SCATTER_TO_CQE=0`) or the
+/// kernel has none.
+///
+/// # Safety
+/// `context` is a live context of this provider.
+unsafe fn cq_cmd(context: *mut sys::ibv_context) -> OxeCreateCqCmd {
+    // SAFETY: per the contract.
+    let info = unsafe { super::context::context_info(context) };
+    OxeCreateCqCmd {
+        flags: if info.inline_recv_max > 0 {
+            OXE_CREATE_CQ_INLINE_RECV
+        } else {
+            0
+        },
+        reserved: 0,
+    }
+}
+
+/// Copies a message that came with its completion into the receive
+/// buffer, before the completion is reported (inline receive).
+fn deliver(message: &InlineRecv<'_>) {
+    for (va, bytes) in message.pieces() {
+        // SAFETY: the kernel resolved each piece through the lkey of an MR
+        // this process registered with local write access and checked it
+        // inside that MR, exactly as it checks a buffer it writes itself;
+        // the pages were pinned writable from this address space, so the
+        // destination is this process's own writable memory, and the
+        // application handed it to the receive it posted. A slot's bytes
+        // are never the destination (the CQ ring is not an MR the kernel
+        // resolves for a user QP's receive: it is not registered memory).
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), va as usize as *mut u8, bytes.len()) };
+    }
+}
 
 /// The kernel's reply to the extended `CREATE_CQ`.
 #[repr(C)]
@@ -134,13 +192,17 @@ pub(crate) unsafe extern "C" fn create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     let cq = new_cq();
-    let mut cmd = sys::ibv_create_cq::default();
+    let mut cmd = CreateCqCmd {
+        // SAFETY: libibverbs passes a live context.
+        drv: unsafe { cq_cmd(context) },
+        ..Default::default()
+    };
     let mut resp = CreateCqResp::default();
     // SAFETY: `cq` is a fresh allocation starting with its `ibv_cq`, which
     // the helper fills in (its address is the kernel's user handle, so it
-    // must not move: it is boxed). `cmd` carries no driver data (its exact
-    // size); the response pointer is derived from all of `resp` so the
-    // driver part may be written.
+    // must not move: it is boxed). The command pointer and size cover all of
+    // `cmd`, uverbs' part then oxe's driver data; the response pointer is
+    // derived from all of `resp` so the driver part may be written.
     let ret = unsafe {
         sys::ibv_cmd_create_cq(
             context,
@@ -148,7 +210,7 @@ pub(crate) unsafe extern "C" fn create_cq(
             channel,
             comp_vector,
             cq.cast::<sys::ibv_cq>(),
-            &mut cmd,
+            (&raw mut cmd).cast::<sys::ibv_create_cq>(),
             size_of_val(&cmd),
             (&raw mut resp).cast::<sys::ib_uverbs_create_cq_resp>(),
             size_of_val(&resp),
@@ -189,17 +251,22 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         }
     };
     let cq = new_cq();
-    let mut cmd = sys::ibv_create_cq_ex::default();
+    let mut cmd = CreateCqExCmd {
+        // SAFETY: libibverbs passes a live context.
+        drv: unsafe { cq_cmd(context) },
+        ..Default::default()
+    };
     let mut resp = CreateCqExResp::default();
-    // SAFETY: as in `create_cq`; `cq` is a `verbs_cq` at offset 0, there
-    // are no provider attributes (NULL) and no command flags.
+    // SAFETY: as in `create_cq` (the command with its driver data); `cq` is
+    // a `verbs_cq` at offset 0, there are no provider attributes (NULL) and
+    // no command flags.
     let ret = unsafe {
         sys::ibv_cmd_create_cq_ex(
             context,
             attr,
             ptr::null_mut(),
             cq.cast::<sys::verbs_cq>(),
-            &mut cmd,
+            (&raw mut cmd).cast::<sys::ibv_create_cq_ex>(),
             size_of_val(&cmd),
             (&raw mut resp).cast::<sys::ib_uverbs_ex_create_cq_resp>(),
             size_of_val(&resp),
@@ -341,7 +408,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
     let mut queue = queue.lock();
     let mut polled: c_int = 0;
     while polled < num_entries {
-        match queue.poll_one() {
+        match queue.poll_one(deliver) {
             Ok(Some(completion)) => {
                 let entry = wc.wrapping_add(polled as usize);
                 // SAFETY: `polled` < `num_entries`, so the entry is inside
@@ -405,7 +472,7 @@ unsafe extern "C" fn start_poll(
     };
     queue.enter();
     // SAFETY: entered just above, on this thread.
-    let result = unsafe { queue.held() }.step().copied();
+    let result = unsafe { queue.held() }.step(deliver).copied();
     match result {
         Ok(completion) => {
             // SAFETY: live, and this thread holds the lock.
@@ -433,7 +500,7 @@ unsafe extern "C" fn next_poll(cq: *mut sys::ibv_cq_ex) -> c_int {
         return errno_ret(EINVAL);
     };
     // SAFETY: this thread holds the lock since `start_poll`.
-    let result = unsafe { queue.held() }.step().copied();
+    let result = unsafe { queue.held() }.step(deliver).copied();
     match result {
         Ok(completion) => {
             // SAFETY: live, and this thread holds the lock.

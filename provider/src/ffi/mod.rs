@@ -33,13 +33,17 @@ use core::ptr;
 use oxe_core::abi::{OxeAllocUcontextResp, OxeRegMrResp};
 
 use crate::sys;
-use crate::verbs::{self, UcontextInfo};
+use crate::verbs;
+
+use context::{oxe_context, OxeContext};
 
 mod ah;
+mod context;
 mod cq;
 mod errno;
 mod lock;
 mod mw;
+mod oxedv;
 mod qp;
 mod qp_ex;
 mod qp_object;
@@ -77,21 +81,6 @@ unsafe extern "C" fn oxe_uninit_device(vdev: *mut sys::verbs_device) {
 // Context: one per ibv_open_device().
 // ---------------------------------------------------------------------------
 
-/// The provider's context: libibverbs' `verbs_context` followed by what the
-/// kernel told this context at creation.
-#[repr(C)]
-struct OxeContext {
-    /// Must stay first: the allocation below is addressed through it.
-    vctx: sys::verbs_context,
-    /// From the kernel's `alloc_ucontext` reply. Zeroed (no capabilities)
-    /// until the reply has been checked.
-    info: UcontextInfo,
-}
-
-// `_verbs_init_and_alloc_context` takes the offset of the `verbs_context`
-// inside the driver's struct; it is 0 here, which lets us pass NULL.
-const _: () = assert!(offset_of!(OxeContext, vctx) == 0);
-
 /// The kernel's reply to `GET_CONTEXT` as it lands in memory: uverbs' core
 /// response, immediately followed by oxe's driver response. rdma-core
 /// writes the driver part at `resp + sizeof(core)`, so the two must be
@@ -120,6 +109,10 @@ const _: () = {
     assert!(
         offset_of!(sys::oxe_alloc_ucontext_resp, max_inline)
             == offset_of!(OxeAllocUcontextResp, max_inline)
+    );
+    assert!(
+        offset_of!(sys::oxe_alloc_ucontext_resp, inline_recv_max)
+            == offset_of!(OxeAllocUcontextResp, inline_recv_max)
     );
     assert!(size_of::<sys::oxe_reg_mr_resp>() == size_of::<OxeRegMrResp>());
     assert!(offset_of!(sys::oxe_reg_mr_resp, page_shift) == offset_of!(OxeRegMrResp, page_shift));
@@ -174,8 +167,9 @@ unsafe extern "C" fn oxe_alloc_context(
             size_of_val(&resp),
         )
     };
+    let inline_recv = verbs::scatter_to_cqe(std::env::var("OXE_SCATTER_TO_CQE").ok().as_deref());
     let checked = if ret == 0 {
-        verbs::check_ucontext(&resp.drv)
+        verbs::check_ucontext(&resp.drv, inline_recv)
     } else {
         Err(ret)
     };
@@ -256,22 +250,6 @@ unsafe fn destroy_context(ctx: *mut OxeContext) {
     unsafe { sys::verbs_uninit_context(ctx.cast::<sys::verbs_context>()) };
     // SAFETY: the memory was `calloc`ed by libibverbs for this context.
     unsafe { sys::free(ctx.cast()) };
-}
-
-/// The [`OxeContext`] around an `ibv_context` libibverbs hands back.
-///
-/// libibverbs gives verbs the `ibv_context` embedded at the end of
-/// `verbs_context` (its C `verbs_get_ctx()` is a container_of); this steps
-/// back to the start of the provider's struct.
-///
-/// # Safety
-/// `ibctx` must be the `ibv_context` of a live context from
-/// [`oxe_alloc_context`].
-unsafe fn oxe_context(ibctx: *mut sys::ibv_context) -> *mut OxeContext {
-    let offset = offset_of!(OxeContext, vctx) + offset_of!(sys::verbs_context, context);
-    // SAFETY: `ibctx` lies `offset` bytes into an `OxeContext` allocation,
-    // so stepping back stays inside it and reaches its start.
-    unsafe { ibctx.byte_sub(offset) }.cast::<OxeContext>()
 }
 
 /// `free_context` (`ibv_close_device()`).

@@ -12,7 +12,7 @@ use core::ffi::c_int;
 use core::mem::{offset_of, size_of, size_of_val};
 use core::ptr;
 
-use oxe_core::abi::{OxeCreateQpResp, OxeRecvWqe, OxeSendWqe};
+use oxe_core::abi::{OxeCreateQpCmd, OxeCreateQpResp, OxeRecvWqe, OxeSendWqe};
 use oxe_core::Errno;
 
 use super::cq;
@@ -39,6 +39,17 @@ struct CreateQpResp {
 }
 
 const _: () = assert!(offset_of!(CreateQpResp, drv) == size_of::<sys::ib_uverbs_create_qp_resp>());
+
+/// The extended `CREATE_QP` with oxe's driver data after uverbs' command.
+#[repr(C)]
+#[derive(Default)]
+struct CreateQpExCmd {
+    core: sys::ibv_create_qp_ex,
+    drv: OxeCreateQpCmd,
+}
+
+const _: () = assert!(offset_of!(CreateQpExCmd, drv) == size_of::<sys::ibv_create_qp_ex>());
+const _: () = assert!(size_of::<sys::oxe_create_qp_cmd>() == size_of::<OxeCreateQpCmd>());
 
 /// The kernel's reply to the extended `CREATE_QP`.
 #[repr(C)]
@@ -178,6 +189,20 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     context: *mut sys::ibv_context,
     attr: *mut sys::ibv_qp_init_attr_ex,
 ) -> *mut sys::ibv_qp {
+    // SAFETY: the same contract.
+    unsafe { create_qp_with(context, attr, 0) }
+}
+
+/// [`create_qp_ex`] with `OXE_CREATE_QP_*` flags for the kernel (from
+/// `oxedv_create_qp()`).
+///
+/// # Safety
+/// As for [`create_qp_ex`].
+pub(crate) unsafe fn create_qp_with(
+    context: *mut sys::ibv_context,
+    attr: *mut sys::ibv_qp_init_attr_ex,
+    oxe_flags: u32,
+) -> *mut sys::ibv_qp {
     // SAFETY: the caller's attributes, valid for the call; the reference
     // ends before `attr` is passed on.
     let a = unsafe { &*attr };
@@ -192,15 +217,22 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         }
     };
     let qp = new_qp();
-    let mut cmd = sys::ibv_create_qp_ex::default();
+    let mut cmd = CreateQpExCmd {
+        drv: OxeCreateQpCmd {
+            flags: oxe_flags,
+            reserved: 0,
+        },
+        ..Default::default()
+    };
     let mut resp = CreateQpExResp::default();
-    // SAFETY: as in `create_qp`, with the `verbs_qp` at offset 0.
+    // SAFETY: as in `create_qp`, with the `verbs_qp` at offset 0; the
+    // command pointer and size cover uverbs' part and oxe's driver data.
     let ret = unsafe {
         sys::ibv_cmd_create_qp_ex2(
             context,
             qp.cast::<sys::verbs_qp>(),
             attr,
-            &mut cmd,
+            (&raw mut cmd).cast::<sys::ibv_create_qp_ex>(),
             size_of_val(&cmd),
             (&raw mut resp).cast::<sys::ib_uverbs_ex_create_qp_resp>(),
             size_of_val(&resp),

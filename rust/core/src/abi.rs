@@ -69,6 +69,36 @@ pub const OXE_UCTX_CAP_REREG_PD: u32 = 1 << 1;
 /// `caps` bit: rereg with IB_MR_REREG_ACCESS is implemented.
 pub const OXE_UCTX_CAP_REREG_ACCESS: u32 = 1 << 2;
 
+/// `OxeCreateCqCmd::flags`: give the CQ slots of [`OXE_CQE_INLINE_SLOT`]
+/// bytes, so that receive completions can carry short messages.
+pub const OXE_CREATE_CQ_INLINE_RECV: u32 = 1 << 0;
+/// `OxeCreateQpCmd::flags`: never deliver this QP's receives through the
+/// completion entry (`OXEDV_QP_CREATE_DISABLE_SCATTER_TO_CQE`).
+pub const OXE_CREATE_QP_NO_INLINE_RECV: u32 = 1 << 0;
+
+/// Inline receive (`OXE_WC_INLINE`): where the message and the places it
+/// goes sit in an inline-receive CQ slot. The slot starts with its
+/// [`OxeCqe`], then [`OXE_INLINE_RECV_MAX`] bytes of message at
+/// [`OXE_CQE_INLINE_DATA`], then [`OXE_INLINE_RECV_PIECES`]
+/// [`OxeInlinePiece`]s at [`OXE_CQE_INLINE_PIECES`]: the user addresses,
+/// in the receiving process, of the receive buffer the kernel resolved and
+/// checked. The provider copies the message there in order before it
+/// reports the completion. The addresses travel with the completion
+/// because a receive queue slot is free again once the kernel consumed it,
+/// long before the completion is polled, and an SRQ's are consumed in an
+/// order no one QP's completions follow.
+pub const OXE_CQE_INLINE_SLOT: u32 = 256;
+/// Byte offset of an inline message in its slot.
+pub const OXE_CQE_INLINE_DATA: u32 = 64;
+/// The largest message a completion carries: the threshold of inline
+/// receive. mlx5's 128-byte CQEs carry as much.
+pub const OXE_INLINE_RECV_MAX: u32 = 64;
+/// Byte offset of the first [`OxeInlinePiece`] in its slot.
+pub const OXE_CQE_INLINE_PIECES: u32 = 128;
+/// How many pieces a receive buffer may be cut into for its message to be
+/// delivered inline; one cut into more is written by the kernel as before.
+pub const OXE_INLINE_RECV_PIECES: u32 = 8;
+
 /// Byte offset of the producer index (`u32`) in a mapped queue.
 pub const OXE_QUEUE_PRODUCER: u32 = 0;
 /// Byte offset of the consumer index (`u32`) in a mapped queue.
@@ -95,6 +125,10 @@ pub const OXE_WC_GRH: u32 = 1 << 0;
 pub const OXE_WC_WITH_IMM: u32 = 1 << 1;
 /// `imm_data` carries the rkey the sender invalidated.
 pub const OXE_WC_WITH_INV: u32 = 1 << 2;
+/// The message (`byte_len` bytes, at most [`OXE_INLINE_RECV_MAX`]) is in
+/// the slot, for the provider to copy to its pieces (see
+/// [`OXE_CQE_INLINE_SLOT`]). Never reported to the application.
+pub const OXE_WC_INLINE: u32 = 1 << 3;
 
 /// A field type the ABI allows, with its byte image (native endian: both
 /// ends of this ABI run on one machine).
@@ -221,8 +255,10 @@ abi_structs! {
         pub caps: u32,
         /// Largest inline send the kernel accepts, in bytes.
         pub max_inline: u32,
-        /// Zero; room to grow.
-        pub reserved: u32,
+        /// The inline-receive threshold: the largest message a receive
+        /// completion carries ([`OXE_INLINE_RECV_MAX`]); 0 from a kernel
+        /// without inline receive.
+        pub inline_recv_max: u32,
     }
 
     /// Reply to `reg_mr`/`rereg_mr`.
@@ -244,6 +280,34 @@ abi_structs! {
         pub num_slots: u32,
         /// Bytes per slot, a power of two.
         pub slot_size: u32,
+    }
+
+    /// Driver data of `create_cq`. A provider that sends none gets a CQ of
+    /// plain [`OxeCqe`] slots.
+    "oxe_create_cq_cmd" => pub struct OxeCreateCqCmd {
+        /// `OXE_CREATE_CQ_*` bits.
+        pub flags: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Driver data of `create_qp`.
+    "oxe_create_qp_cmd" => pub struct OxeCreateQpCmd {
+        /// `OXE_CREATE_QP_*` bits.
+        pub flags: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
+    }
+
+    /// Where a piece of an inline message goes (see [`OXE_CQE_INLINE_SLOT`]).
+    "oxe_inline_piece" => pub struct OxeInlinePiece {
+        /// A user address in the receiving process.
+        pub va: u64,
+        /// Bytes of the message that go there, in message order; 0 ends
+        /// the list.
+        pub length: u32,
+        /// Zero; room to grow.
+        pub reserved: u32,
     }
 
     /// Reply to `create_cq`.
@@ -427,6 +491,13 @@ const _: () = assert!(OxeSendWqe::SIZE == 64);
 const _: () = assert!(OxeRecvWqe::SIZE == 16);
 const _: () = assert!(OxeSge::SIZE == 16);
 const _: () = assert!(OxeCqe::SIZE == 64);
+const _: () = assert!(OxeCqe::SIZE as u32 <= OXE_CQE_INLINE_DATA);
+const _: () = assert!(OXE_CQE_INLINE_DATA + OXE_INLINE_RECV_MAX <= OXE_CQE_INLINE_PIECES);
+const _: () = assert!(
+    OXE_CQE_INLINE_PIECES + OXE_INLINE_RECV_PIECES * OxeInlinePiece::SIZE as u32
+        <= OXE_CQE_INLINE_SLOT
+);
+const _: () = assert!(OXE_CQE_INLINE_SLOT.is_power_of_two());
 
 /// Whether the fields are in offset order, back to back from 0, and fill
 /// the struct exactly: i.e. there is no implicit padding the C header
@@ -486,13 +557,31 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
          \n",
     )?;
     writeln!(out, "#define OXE_ABI_VERSION {OXE_ABI_VERSION}")?;
-    let enums: [(&str, &[(&str, u32)]); 4] = [
+    let enums: [(&str, &[(&str, u32)]); 7] = [
         (
             "oxe_uctx_caps",
             &[
                 ("OXE_UCTX_CAP_REREG_TRANS", OXE_UCTX_CAP_REREG_TRANS),
                 ("OXE_UCTX_CAP_REREG_PD", OXE_UCTX_CAP_REREG_PD),
                 ("OXE_UCTX_CAP_REREG_ACCESS", OXE_UCTX_CAP_REREG_ACCESS),
+            ],
+        ),
+        (
+            "oxe_create_cq_flags",
+            &[("OXE_CREATE_CQ_INLINE_RECV", OXE_CREATE_CQ_INLINE_RECV)],
+        ),
+        (
+            "oxe_create_qp_flags",
+            &[("OXE_CREATE_QP_NO_INLINE_RECV", OXE_CREATE_QP_NO_INLINE_RECV)],
+        ),
+        (
+            "oxe_inline_recv_layout",
+            &[
+                ("OXE_CQE_INLINE_SLOT", OXE_CQE_INLINE_SLOT),
+                ("OXE_CQE_INLINE_DATA", OXE_CQE_INLINE_DATA),
+                ("OXE_INLINE_RECV_MAX", OXE_INLINE_RECV_MAX),
+                ("OXE_CQE_INLINE_PIECES", OXE_CQE_INLINE_PIECES),
+                ("OXE_INLINE_RECV_PIECES", OXE_INLINE_RECV_PIECES),
             ],
         ),
         (
@@ -518,13 +607,14 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
                 ("OXE_WC_GRH", OXE_WC_GRH),
                 ("OXE_WC_WITH_IMM", OXE_WC_WITH_IMM),
                 ("OXE_WC_WITH_INV", OXE_WC_WITH_INV),
+                ("OXE_WC_INLINE", OXE_WC_INLINE),
             ],
         ),
     ];
     for (name, values) in enums {
         writeln!(out, "\nenum {name} {{")?;
         for (n, v) in values {
-            if name == "oxe_queue_layout" {
+            if name.ends_with("_layout") {
                 writeln!(out, "\t{n} = {v},")?;
             } else {
                 writeln!(out, "\t{n} = 1 << {},", v.trailing_zeros())?;
@@ -592,7 +682,7 @@ mod tests {
             abi_version: OXE_ABI_VERSION,
             caps: OXE_UCTX_CAP_REREG_TRANS | OXE_UCTX_CAP_REREG_PD | OXE_UCTX_CAP_REREG_ACCESS,
             max_inline: 0x1122_3344,
-            reserved: 0,
+            inline_recv_max: 0,
         };
         let b = r.to_bytes();
         assert_eq!(b.len(), OxeAllocUcontextResp::SIZE);
@@ -702,7 +792,7 @@ mod tests {
                 OXE_SEND_SOLICITED,
                 OXE_SEND_INLINE,
             ],
-            &[OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV],
+            &[OXE_WC_GRH, OXE_WC_WITH_IMM, OXE_WC_WITH_INV, OXE_WC_INLINE],
         ] {
             for (i, a) in caps.iter().enumerate() {
                 assert_eq!(a.count_ones(), 1);
