@@ -97,13 +97,17 @@ fuzz: deps
 		build/fuzz/packet_parse 2>&1 | grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==|SUMMARY)' ; \
 		exit $${PIPESTATUS[0]}
 
-# Test programs the guest suites run, against the v59 build (a second of gcc each).
-guest-tools: rdma-core
+# Test programs the guest suites run, against the v59 build (a second of gcc each);
+# inline_recv_qp links against the provider itself, for its direct verbs (oxedv.h).
+guest-tools: provider
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/rc_xfer \
 		qemu-test/clients/rc_xfer.c -I$$rc/build/include -L$$rc/build/lib -lrdmacm -libverbs \
 		-Wl,-rpath,$$rc/build/lib && \
 	gcc -O2 -Wall -Wextra -o build/uverbs_abuse qemu-test/clients/uverbs_abuse.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -lpthread -Wl,-rpath,$$rc/build/lib
+	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/inline_recv_qp \
+		qemu-test/clients/inline_recv_qp.c -Iprovider/include -I$$rc/build/include \
+		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib
 
 run: module-plain provider
 	@qemu-test/vm.sh run plain

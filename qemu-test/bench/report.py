@@ -37,7 +37,32 @@ PERF = [
     # ODP buffers on both sides: what faulting costs against rxe's ODP.
     ("odp_write_bw", "ib_write_bw --odp 64 KiB", "MB/s", ">=", 1.0),
     ("odp_read_bw", "ib_read_bw --odp 64 KiB", "MB/s", ">=", 1.0),
+    # Short sends, where oxe's inline receive (on by default) applies; no
+    # target against rxe, whose receive path differs.
+    ("send_lat_8", "ib_send_lat 8 B, typical", "µs", "<=", None),
+    ("send_lat_32", "ib_send_lat 32 B, typical", "µs", "<=", None),
+    ("send_bw_64", "ib_send_bw 64 B", "MB/s", ">=", None),
 ]
+
+# Inline receive on oxe: each measure with it on (the default, as in PERF)
+# against the same with it off (OXE_SCATTER_TO_CQE=0, measure `KEY_noinline`),
+# and the target for the on/off ratio.
+INLINE = [
+    ("send_lat_8", "<=", 0.85),
+    ("send_lat_32", "<=", None),
+    ("send_bw_64", ">=", None),
+]
+
+
+def target_text(op, target):
+    """How a target reads in bench.json: "<= 0.5", or the direction alone."""
+    return op if target is None else f"{op} {target}"
+
+
+def is_met(ratio, op, target):
+    if ratio is None or target is None:
+        return None
+    return ratio >= target if op == ">=" else ratio <= target
 
 
 # How far (relative) an oxe/rxe ratio may move the wrong way before it is
@@ -125,11 +150,49 @@ def perf_section(results):
         o = oxe.get(key) if oxe else None
         r = rxe.get(key) if rxe else None
         ratio = round(o / r, 3) if o and r else None
-        met = None if ratio is None else (ratio >= target if op == ">=" else ratio <= target)
         rows.append({"measure": key, "label": label, "unit": unit, "oxe": o, "rxe": r,
-                     "ratio": ratio, "target": f"{op} {target}", "met": met})
+                     "ratio": ratio, "target": target_text(op, target),
+                     "met": is_met(ratio, op, target)})
     return {"rows": rows, "oxe_missing": oxe_missing, "rxe_missing": rxe_missing,
             "pairs": {"oxe": oxe and oxe["pair"], "rxe": rxe and rxe["pair"]}}
+
+
+def inline_section(results):
+    """oxe with inline receive on against off, same guest, same run."""
+    oxe, _ = perf_side(results, "oxe")
+    labels = {key: (label, unit) for key, label, unit, *_ in PERF}
+    rows = []
+    for key, op, target in INLINE:
+        on = oxe.get(key) if oxe else None
+        off = oxe.get(f"{key}_noinline") if oxe else None
+        ratio = round(on / off, 3) if on and off else None
+        label, unit = labels[key]
+        rows.append({"measure": key, "label": label, "unit": unit, "on": on, "off": off,
+                     "ratio": ratio, "target": target_text(op, target),
+                     "met": is_met(ratio, op, target)})
+    return {"rows": rows}
+
+
+def inline_markdown(inline):
+    md = ["", "| oxe inline receive | on | off (OXE_SCATTER_TO_CQE=0) | on/off | target | met |",
+          "|---|---:|---:|---:|---:|---|"]
+    md += [ratio_row_md(r, "on", "off") for r in inline["rows"]]
+    return md
+
+
+def ratio_row_md(r, a, b):
+    """A table row: label, the figures r[a] and r[b], their ratio, target, verdict."""
+    met = "—" if r["met"] is None else ("yes" if r["met"] else "no")
+    ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
+    return (f"| {r['label']}, {r['unit']} | {fmt(r[a])} | {fmt(r[b])} | {ratio} | "
+            f"{target_md(r['target'])} | {met} |")
+
+
+def target_md(text):
+    """A bench.json target for a markdown table ("—" for a direction alone)."""
+    if text in (">=", "<="):
+        return "—"
+    return text.replace('>=', '≥').replace('<=', '≤')
 
 
 # fio over NVMe-oF: measure, label, unit; oxe/rxe must reach the target.
@@ -217,11 +280,7 @@ def markdown(mr, perf, touch, nvmeof=None):
     md += nvmeof_markdown(nvmeof)
     md += ["", "| perftest, A on veth0 -> B in netns peer | oxe | rxe | oxe/rxe | target | met |",
            "|---|---:|---:|---:|---:|---|"]
-    for r in perf["rows"]:
-        met = "—" if r["met"] is None else ("yes" if r["met"] else "no")
-        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        md.append(f"| {r['label']}, {r['unit']} | {fmt(r['oxe'])} | {fmt(r['rxe'])} | {ratio} | "
-                  f"{r['target'].replace('>=', '≥').replace('<=', '≤')} | {met} |")
+    md += [ratio_row_md(r, "oxe", "rxe") for r in perf["rows"]]
     # ODP in steady state (pages present) against pinned memory, on oxe.
     by = {r["measure"]: r for r in perf["rows"]}
     steady = []
@@ -274,6 +333,8 @@ def plot(results, mr, perf, plt):
             bx.annotate(f"{r['ratio']:.2f}", (b.get_x() + b.get_width() / 2, b.get_height() / 2), xytext=(0, 0),
                         textcoords="offset points", ha="center", fontsize=8, color="white")
     for i, (_, _, _, op, target) in enumerate(PERF):
+        if target is None:
+            continue
         bx.hlines(target, i - 0.35, i + 0.35, colors="black", linestyles="dashed")
         bx.annotate(f"target {op.replace('>=', '≥').replace('<=', '≤')} {target}", (i, target), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8)
@@ -363,15 +424,19 @@ def main(results):
     prev = load(results / "bench.json")
     mr, perf, touch = mr_section(results), perf_section(results), touch_section(results)
     nvmeof = nvmeof_section(results)
+    inline = inline_section(results)
     bench = {
         "mr": mr,
         "odp_touch": touch,
         "nvmeof": nvmeof,
         "perf": perf,
+        "inline_recv": inline,
         "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1,
                     "odp_first_touch_over_rxe": ">= 1.5", "odp_present_over_pinned": ">= 0.9",
                     "nvmeof_over_rxe": f">= {NVMEOF_TARGET}",
-                    **{f"{k}_ratio": f"{op} {t}" for k, _, _, op, t in PERF}},
+                    **{f"{k}_ratio": f"{op} {t}" for k, _, _, op, t in PERF if t is not None},
+                    **{f"{k}_inline_over_noinline": f"{op} {t}" for k, op, t in INLINE
+                       if t is not None}},
         "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap; "
                 "perftest MB/s are 2^20 bytes per second",
     }
@@ -381,7 +446,7 @@ def main(results):
     if prev:
         (results / "bench.prev.json").write_text(json.dumps(prev, indent=2) + "\n")
     (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
-    md = markdown(mr, perf, touch, nvmeof) + regressions_markdown(bench["regressions"] or [], prev_when)
+    md = markdown(mr, perf, touch, nvmeof) + inline_markdown(inline) + regressions_markdown(bench["regressions"] or [], prev_when)
     (results / "bench.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     plt = pyplot()

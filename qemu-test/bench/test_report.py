@@ -69,5 +69,29 @@ class Regressions(unittest.TestCase):
             self.assertIn("no ratio moved the wrong way", md)
 
 
+
+class InlineReceive(unittest.TestCase):
+    def test_on_against_off_on_oxe_alone(self):
+        with tempfile.TemporaryDirectory() as d:
+            bench, md = run(Path(d),
+                            {"send_lat_8": 20.0, "send_lat_8_noinline": 25.0,
+                             "send_lat_32": 30.0, "send_lat_32_noinline": 30.0,
+                             "send_bw_64": 4.0},
+                            {"send_lat_8": 40.0})
+            rows = {r["measure"]: r for r in bench["inline_recv"]["rows"]}
+            self.assertEqual(rows["send_lat_8"]["ratio"], 0.8)
+            self.assertIs(rows["send_lat_8"]["met"], True)
+            # No target: a figure, never a verdict.
+            self.assertIsNone(rows["send_lat_32"]["met"])
+            # A side missing: no ratio.
+            self.assertIsNone(rows["send_bw_64"]["ratio"])
+            perf_rows = {r["measure"]: r for r in bench["perf"]["rows"]}
+            self.assertEqual(perf_rows["send_lat_8"]["ratio"], 0.5)
+            self.assertIsNone(perf_rows["send_lat_8"]["met"])
+            self.assertIn("| ib_send_lat 8 B, typical, µs | 20.0 | 25.0 | 0.80 | ≤ 0.85 | yes |", md)
+            self.assertEqual(bench["targets"]["send_lat_8_inline_over_noinline"], "<= 0.85")
+            # A direction alone is still a direction for the regression check.
+            self.assertEqual(report.ratios(bench)["perf:send_lat_8"], (0.5, "lower"))
+
 if __name__ == "__main__":
     unittest.main()

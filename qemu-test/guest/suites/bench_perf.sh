@@ -4,7 +4,9 @@
 # (typical latency, µs), ib_write_bw and ib_read_bw at 64 KiB over 4 QPs (-q 4:
 # both vCPUs at work), ib_send_bw at 64 KiB, and ib_write_bw and ib_read_bw at
 # 64 KiB with ODP buffers (--odp) on both sides (their pages present after the
-# first pass).
+# first pass), ib_send_lat at 8 and 32 bytes and ib_send_bw at 64 bytes, where
+# oxe's inline receive applies, and on oxe those three again with inline
+# receive off (OXE_SCATTER_TO_CQE=0 in both processes: measures *_noinline).
 #
 # The guest shares two host cores with whatever else the host runs, so single runs
 # are noisy (ib_write_lat at times 20x its usual). Each type gets
@@ -18,15 +20,22 @@
 BENCH_PERF_ROUNDS=${OXE_BENCH_ROUNDS:-5}
 BENCH_BW_ITERS=1000
 BENCH_LAT_ITERS=1000
-BENCH_MEASURES=(write_bw read_bw write_lat write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw)
+BENCH_MEASURES=(write_bw read_bw write_lat write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw
+    send_lat_8 send_lat_32 send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline)
 # Measures whose failure leaves only themselves missing, not the type: ODP
 # support differs between drivers (and kernels), and must not cost the rest;
 # the later additions must not cost the figures recorded before them.
-BENCH_SOFT=" write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw "
+BENCH_SOFT=" write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw send_lat_8 send_lat_32
+    send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline "
 
 # One run of measure M between TYPE0 and TYPE1 (set up by pair_setup); prints the value.
 bench_perf_run() { # type measure round
-    local type=$1 m=$2 tool size iters col extra=()
+    local type=$1 m=$2 tool size iters col extra=() env=()
+    # oxe's switch for inline receive, read by its provider as it opens a device.
+    if [[ $m == *_noinline ]]; then
+        env=(env OXE_SCATTER_TO_CQE=0)
+        m=${m%_noinline}
+    fi
     case $m in
     write_bw) tool=ib_write_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
     read_bw) tool=ib_read_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
@@ -37,10 +46,13 @@ bench_perf_run() { # type measure round
     send_bw) tool=ib_send_bw size=65536 iters=$BENCH_BW_ITERS col=4 ;;
     odp_write_bw) tool=ib_write_bw size=65536 iters=$BENCH_BW_ITERS col=4 extra=(--odp) ;;
     odp_read_bw) tool=ib_read_bw size=65536 iters=$BENCH_BW_ITERS col=4 extra=(--odp) ;;
+    send_lat_8) tool=ib_send_lat size=8 iters=$BENCH_LAT_ITERS col=5 ;;
+    send_lat_32) tool=ib_send_lat size=32 iters=$BENCH_LAT_ITERS col=5 ;;
+    send_bw_64) tool=ib_send_bw size=64 iters=$BENCH_BW_ITERS col=4 ;;
     esac
-    local name=$m-$3
-    SRV=("$tool" -d "${type}1" -i 1 -F -x "$GID_B" -s $size -n "$iters" "${extra[@]}")
-    CLI=("$tool" -d "${type}0" -i 1 -F -x "$GID_A" -s $size -n "$iters" "${extra[@]}" 10.11.0.2)
+    local name=$2-$3
+    SRV=("${env[@]}" "$tool" -d "${type}1" -i 1 -F -x "$GID_B" -s $size -n "$iters" "${extra[@]}")
+    CLI=("${env[@]}" "$tool" -d "${type}0" -i 1 -F -x "$GID_A" -s $size -n "$iters" "${extra[@]}" 10.11.0.2)
     if run_perf_pair "$name" b tcp 18515 >&2 && perf_value "$CDIR/$name.client.log" $col; then
         return 0
     fi
@@ -70,6 +82,8 @@ suite_bench_perf() { # type[:optional]...
                 missing[$type]="cannot set up ${type}0/${type}1"
             else
                 for m in "${BENCH_MEASURES[@]}"; do
+                    # The switch is oxe's: other types have nothing to turn off.
+                    [[ $m != *_noinline || $type == oxe ]] || continue
                     if v=$(bench_perf_run "$type" "$m" "$round"); then
                         vals[$type.$m]="${vals[$type.$m]:-} $v"
                         line+=" $m $v"
@@ -95,7 +109,9 @@ suite_bench_perf() { # type[:optional]...
 import json, statistics, sys
 out, typ, missing, seconds = sys.argv[1:5]
 units = {"write_bw": "MB/s", "read_bw": "MB/s", "write_lat": "us", "write_bw_q4": "MB/s",
-         "read_bw_q4": "MB/s", "send_bw": "MB/s", "odp_write_bw": "MB/s", "odp_read_bw": "MB/s"}
+         "read_bw_q4": "MB/s", "send_bw": "MB/s", "odp_write_bw": "MB/s", "odp_read_bw": "MB/s",
+         "send_lat_8": "us", "send_lat_32": "us", "send_bw_64": "MB/s", "send_lat_8_noinline": "us",
+         "send_lat_32_noinline": "us", "send_bw_64_noinline": "MB/s"}
 res = {"type": typ, "pair": f"{typ}0-{typ}1", "seconds": int(seconds), "missing": missing or None,
        "units": units, "stat": "median of runs", "runs": {}}
 for arg in sys.argv[5:]:
