@@ -66,7 +66,7 @@ install_module "$kdir" "$module"
 
 acc=$(accel)
 log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
-env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
+env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_BENCH_MEASURES='${OXE_BENCH_MEASURES:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
 # tsc=reliable: under TCG the guest's TSC and HPET both follow the host's
 # clock, but a loaded host stalls a vCPU thread long enough for the clocksource
 # watchdog to call the TSC unstable (it did, 52 minutes into a debug guest);

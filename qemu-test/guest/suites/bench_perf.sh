@@ -22,6 +22,11 @@ BENCH_BW_ITERS=1000
 BENCH_LAT_ITERS=1000
 BENCH_MEASURES=(write_bw read_bw write_lat write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw
     send_lat_8 send_lat_32 send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline)
+# OXE_BENCH_MEASURES="m1 m2 ..." (qemu-test/vm.sh perf) runs only those, for
+# iterating on one figure; `make bench` runs them all.
+if [ -n "${OXE_BENCH_MEASURES:-}" ]; then
+    read -ra BENCH_MEASURES <<<"$OXE_BENCH_MEASURES"
+fi
 # Measures whose failure leaves only themselves missing, not the type: ODP
 # support differs between drivers (and kernels), and must not cost the rest;
 # the later additions must not cost the figures recorded before them.
