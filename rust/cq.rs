@@ -10,7 +10,7 @@ use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::queue::{Ring, Uctx};
-use crate::ib::umem::MmId;
+use crate::ib::umem::{MmId, MmRef};
 use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{
     OxeCqe, OxeInlinePiece, OxeQueueMap, OXE_CQE_INLINE_DATA, OXE_CQE_INLINE_PIECES,
@@ -45,8 +45,9 @@ pub(crate) struct Cq {
     /// for the CQ's life, resizes included.
     inline_recv: bool,
     /// The process that created it, which maps and polls its ring: inline
-    /// messages only go to memory pinned from that process.
-    owner: MmId,
+    /// messages only go to memory pinned from that process. Held, so that
+    /// no later process can have its identity while the CQ lives.
+    owner: Option<MmRef>,
     /// The ib_cq, for completion and error events; gone once destroyed.
     #[pin]
     handle: Callback<CqHandle>,
@@ -66,13 +67,14 @@ impl Cq {
         // Kernel consumers poll through `poll`, which has no use for it.
         let inline_recv = inline_recv && uctx.is_some();
         let ring = Self::new_ring(uctx, cqe, inline_recv)?;
+        let owner = if inline_recv { MmRef::current() } else { None };
         Arc::pin_init(
             pin_init!(Cq {
                 q <- DualLock::new(new_spinlock_bh!(0), kernel::new_spinlock_irq!(()), ring),
                 armed: AtomicU32::new(DISARMED),
                 overrun: AtomicBool::new(false),
                 inline_recv,
-                owner: MmId::current(),
+                owner,
                 handle <- Callback::new(handle),
                 _quota: quota,
             }),
@@ -101,7 +103,7 @@ impl Cq {
 
     /// The address space that polls the CQ (see [`Cq::push_inline`]).
     pub(crate) fn owner(&self) -> MmId {
-        self.owner
+        self.owner.as_ref().map(MmRef::id).unwrap_or_default()
     }
 
     /// Where user space maps the ring.

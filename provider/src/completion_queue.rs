@@ -42,7 +42,7 @@ impl<M: QueueMem> CompletionQueue<M> {
     /// only given back to the kernel by [`Self::release`].
     pub(crate) fn poll_one(
         &mut self,
-        deliver: impl FnOnce(&InlineRecv<'_>),
+        deliver: impl FnOnce(&InlineRecv),
     ) -> Result<Option<Completion>, c_int> {
         let Some(slot) = self.ring.peek()? else {
             return Ok(None);
@@ -50,10 +50,12 @@ impl<M: QueueMem> CompletionQueue<M> {
         // The layout was checked to hold whole CQEs, so this cannot fail;
         // if it did, the queue is not one this provider understands.
         let completion = Completion::from_slot(slot).ok_or(EPROTO)?;
-        if let Some(message) = InlineRecv::from_slot(slot).map_err(|_| EPROTO)? {
+        let message = InlineRecv::from_slot(slot).map_err(|_| EPROTO)?;
+        self.ring.advance();
+        // Out of the slot, which the kernel gets back only at `release`.
+        if let Some(message) = message {
             deliver(&message);
         }
-        self.ring.advance();
         Ok(Some(completion))
     }
 
@@ -64,10 +66,7 @@ impl<M: QueueMem> CompletionQueue<M> {
 
     /// `start_poll`/`next_poll`: moves to the next completion, `ENOENT` if
     /// there is none.
-    pub(crate) fn step(
-        &mut self,
-        deliver: impl FnOnce(&InlineRecv<'_>),
-    ) -> Result<&Completion, c_int> {
+    pub(crate) fn step(&mut self, deliver: impl FnOnce(&InlineRecv)) -> Result<&Completion, c_int> {
         match self.poll_one(deliver)? {
             Some(c) => {
                 self.current = c;

@@ -115,11 +115,14 @@ impl From<&OxeCqe> for Completion {
 /// A receive's message that came in its completion slot (inline receive),
 /// with the places in this process it goes to: the receive buffer the
 /// kernel resolved through the work request's lkeys and checked, as it
-/// checks a buffer it writes itself.
+/// checks a buffer it writes itself. A copy, so that nothing borrows the
+/// ring while the message is written out (the buffer could even be the
+/// ring itself, in a process that registered it).
 #[derive(Debug)]
-pub(crate) struct InlineRecv<'a> {
-    slot: &'a [u8],
+pub(crate) struct InlineRecv {
+    data: [u8; OXE_INLINE_RECV_MAX as usize],
     len: usize,
+    pieces: [OxeInlinePiece; OXE_INLINE_RECV_PIECES as usize],
 }
 
 /// A slot that claims an inline message it cannot hold: the queue is not
@@ -127,9 +130,9 @@ pub(crate) struct InlineRecv<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Malformed;
 
-impl<'a> InlineRecv<'a> {
+impl InlineRecv {
     /// The inline message of a slot, if its completion has one.
-    pub(crate) fn from_slot(slot: &'a [u8]) -> Result<Option<Self>, Malformed> {
+    pub(crate) fn from_slot(slot: &[u8]) -> Result<Option<Self>, Malformed> {
         let cqe = OxeCqe::from_bytes(slot).ok_or(Malformed)?;
         if cqe.wc_flags & OXE_WC_INLINE == 0 {
             return Ok(None);
@@ -137,21 +140,24 @@ impl<'a> InlineRecv<'a> {
         if slot.len() < OXE_CQE_INLINE_SLOT as usize || cqe.byte_len > OXE_INLINE_RECV_MAX {
             return Err(Malformed);
         }
-        Ok(Some(Self {
-            slot,
-            len: cqe.byte_len as usize,
-        }))
+        let len = cqe.byte_len as usize;
+        let mut data = [0u8; OXE_INLINE_RECV_MAX as usize];
+        let at = OXE_CQE_INLINE_DATA as usize;
+        data[..len].copy_from_slice(&slot[at..at + len]);
+        let mut pieces = [OxeInlinePiece::default(); OXE_INLINE_RECV_PIECES as usize];
+        for (i, p) in pieces.iter_mut().enumerate() {
+            let at = OXE_CQE_INLINE_PIECES as usize + i * OxeInlinePiece::SIZE;
+            *p = OxeInlinePiece::from_bytes(&slot[at..]).ok_or(Malformed)?;
+        }
+        Ok(Some(Self { data, len, pieces }))
     }
 
     /// Each piece of the message with its destination address, in message
     /// order. Pieces past the message's length are cut short or left out.
-    pub(crate) fn pieces(&self) -> impl Iterator<Item = (u64, &'a [u8])> + '_ {
-        let data_at = OXE_CQE_INLINE_DATA as usize;
-        let data = &self.slot[data_at..data_at + self.len];
+    pub(crate) fn pieces(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        let data = &self.data[..self.len];
         let mut done = 0usize;
-        (0..OXE_INLINE_RECV_PIECES as usize).map_while(move |i| {
-            let at = OXE_CQE_INLINE_PIECES as usize + i * OxeInlinePiece::SIZE;
-            let p = OxeInlinePiece::from_bytes(self.slot.get(at..)?)?;
+        self.pieces.iter().map_while(move |p| {
             let n = (p.length as usize).min(data.len() - done);
             if n == 0 {
                 return None;

@@ -49,9 +49,18 @@ struct ib_umem *oxe_shim_ib_umem_get(struct ib_device *dev, u64 addr, size_t siz
 	return ib_umem_get_va(dev, addr, size, access);
 }
 
-const void *oxe_shim_current_mm(void)
+void *oxe_shim_mmgrab_current(void)
 {
-	return current->mm;
+	struct mm_struct *mm = current->mm;
+
+	if (mm)
+		mmgrab(mm);
+	return mm;
+}
+
+void oxe_shim_mmdrop(void *mm)
+{
+	mmdrop(mm);
 }
 
 size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned long *pfns, size_t max)

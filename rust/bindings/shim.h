@@ -30,10 +30,11 @@ struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev);
 /* ---- Memory ---- */
 struct ib_umem *oxe_shim_ib_umem_get(struct ib_device *dev, u64 addr, size_t size, int access);
 /*
- * The calling task's mm, as ib_umem_get records it (umem->owning_mm): an
- * identity only. The kernel crate's `current!().mm()` gave another value here.
+ * current->mm, as ib_umem_get records it (umem->owning_mm), with a reference on
+ * the struct (mmgrab), or NULL; and its release.
  */
-const void *oxe_shim_current_mm(void);
+void *oxe_shim_mmgrab_current(void);
+void oxe_shim_mmdrop(void *mm);
 /* Page frame numbers of a umem's pages, in order; returns how many were written. */
 size_t oxe_shim_umem_pfns(struct ib_umem *umem, unsigned long skip, unsigned long *pfns, size_t max);
 /* A pinned page (by pfn) mapped for the kernel, for copies and atomics. */

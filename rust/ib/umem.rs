@@ -10,17 +10,45 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 /// A process's address space (its `mm_struct`), as an identity: compared,
-/// never dereferenced. 0 for none (a kernel thread).
+/// never dereferenced. 0 (the default) names none. Read from C pointers
+/// (`umem->owning_mm`, [`MmRef`]): the kernel crate's `current!().mm()`
+/// gave a value that did not compare equal to `umem->owning_mm` here.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct MmId(usize);
 
-impl MmId {
-    /// The calling task's address space: `current->mm`, read in C as
-    /// ib_umem_get reads it, so that the two compare equal.
-    pub(crate) fn current() -> MmId {
-        // SAFETY: reads the calling task's own `mm` pointer, which only
-        // this task changes; the result is not dereferenced.
-        MmId(unsafe { b::oxe_shim_current_mm() } as usize)
+/// The calling process's address space, held (`mmgrab`: the struct, not
+/// its pages) so that its identity names no other process for as long as
+/// this lives, as ib_umem holds the one it pinned from.
+///
+/// # Invariants
+///
+/// `self.0` is an `mm_struct` this handle holds a reference on.
+pub(crate) struct MmRef(NonNull<core::ffi::c_void>);
+
+// SAFETY: a counted reference to a kernel object, released from any context.
+unsafe impl Send for MmRef {}
+// SAFETY: shared access only reads the pointer.
+unsafe impl Sync for MmRef {}
+
+impl MmRef {
+    /// The calling task's address space; `None` for a kernel thread.
+    pub(crate) fn current() -> Option<MmRef> {
+        // SAFETY: takes a reference on the calling task's own mm, if any.
+        // INVARIANT: non-null means referenced.
+        NonNull::new(unsafe { b::oxe_shim_mmgrab_current() }).map(MmRef)
+    }
+
+    /// Its identity.
+    pub(crate) fn id(&self) -> MmId {
+        MmId(self.0.as_ptr() as usize)
+    }
+}
+
+impl Drop for MmRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference taken in `current` (type invariant);
+        // mmdrop may run in atomic context.
+        unsafe { b::oxe_shim_mmdrop(self.0.as_ptr()) };
     }
 }
 

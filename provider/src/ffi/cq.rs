@@ -91,18 +91,19 @@ unsafe fn cq_cmd(context: *mut sys::ibv_context) -> OxeCreateCqCmd {
 }
 
 /// Copies a message that came with its completion into the receive
-/// buffer, before the completion is reported (inline receive).
-fn deliver(message: &InlineRecv<'_>) {
+/// buffer, before the completion is reported (inline receive). The message
+/// is a copy out of the ring, so the destination may be anything the
+/// process registered, even the ring.
+fn deliver(message: &InlineRecv) {
     for (va, bytes) in message.pieces() {
         // SAFETY: the kernel resolved each piece through the lkey of an MR
-        // this process registered with local write access and checked it
-        // inside that MR, exactly as it checks a buffer it writes itself;
-        // the pages were pinned writable from this address space, so the
-        // destination is this process's own writable memory, and the
-        // application handed it to the receive it posted. A slot's bytes
-        // are never the destination (the CQ ring is not an MR the kernel
-        // resolves for a user QP's receive: it is not registered memory).
-        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), va as usize as *mut u8, bytes.len()) };
+        // this process registered with local write access, checked it
+        // inside that MR as it checks a buffer it writes itself, and gave
+        // its address only for pages pinned writable from this process's
+        // address space: the application's own receive buffer, handed to
+        // the receive it posted and not yet completed. `bytes` is the
+        // provider's copy, which no other reference can alias.
+        unsafe { ptr::copy(bytes.as_ptr(), va as usize as *mut u8, bytes.len()) };
     }
 }
 

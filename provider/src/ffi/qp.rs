@@ -283,15 +283,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
     if reset {
         // The completions of the QP's life before the reset go with it.
         // SAFETY: a live QP, per the contract; its CQs outlive it.
-        let qp = unsafe { &*qp };
-        let recv_cq = Some(qp.recv_cq).filter(|&cq| cq != qp.send_cq);
-        for cq in [Some(qp.send_cq), recv_cq].into_iter().flatten() {
-            if !cq.is_null() {
-                // SAFETY: a live CQ of this provider (libibverbs created the
-                // QP with it).
-                unsafe { cq::purge_qp(cq, qp.qp_num) };
-            }
-        }
+        unsafe { purge_completions(qp) };
     }
     errno_ret(ret)
 }
@@ -314,7 +306,27 @@ pub(crate) unsafe extern "C" fn query_qp(
     })
 }
 
-/// `destroy_qp` (`ibv_destroy_qp()`).
+/// Drops the unread completions of `qp` from its CQs.
+///
+/// # Safety
+/// `qp` points to a QP of this provider whose CQs are live.
+unsafe fn purge_completions(qp: *const sys::ibv_qp) {
+    // SAFETY: per the contract.
+    let qp = unsafe { &*qp };
+    let recv_cq = Some(qp.recv_cq).filter(|&cq| cq != qp.send_cq);
+    for cq in [Some(qp.send_cq), recv_cq].into_iter().flatten() {
+        if !cq.is_null() {
+            // SAFETY: a live CQ of this provider (libibverbs created the QP
+            // with it).
+            unsafe { cq::purge_qp(cq, qp.qp_num) };
+        }
+    }
+}
+
+/// `destroy_qp` (`ibv_destroy_qp()`). The QP's completions not yet polled
+/// go with it, as mlx4's and mlx5's: the application may free its buffers
+/// once the QP is gone, and a receive that came inline would otherwise be
+/// copied into them by the next poll of a CQ the QP shared.
 ///
 /// # Safety
 /// `qp` must come from this provider; on success it must not be used again.
@@ -324,6 +336,10 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
     if ret != 0 {
         return errno_ret(ret);
     }
+    // The kernel makes no more completions for it. Its CQs outlive it
+    // (libibverbs refuses to destroy a CQ a QP still uses).
+    // SAFETY: `qp` is still allocated (freed below) and names its CQs.
+    unsafe { purge_completions(qp) };
     // SAFETY: the kernel object is gone and `qp` is the `OxeQp` Box a
     // create verb leaked; dropping it unmaps the rings.
     drop(unsafe { Box::from_raw(qp.cast::<OxeQp>()) });
