@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 30] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 32] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -39,6 +39,8 @@ pub(crate) const NAMES: [&core::ffi::CStr; 30] = [
     c"mr_local_inv",
     c"mr_remote_inv",
     c"rx_inline_cqe",
+    c"mkey_configure",
+    c"mkey_access",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -101,6 +103,10 @@ pub(crate) struct Counters {
     /// Receives completed with their message in the completion entry, for
     /// the provider to copy (inline receive).
     pub(crate) rx_inline_cqe: AtomicU64,
+    /// Indirect-key configurations that took effect.
+    pub(crate) mkey_configure: AtomicU64,
+    /// Accesses that went through an indirect key (each level counts).
+    pub(crate) mkey_access: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -193,6 +199,8 @@ impl Counters {
             &self.mr_local_inv,
             &self.mr_remote_inv,
             &self.rx_inline_cqe,
+            &self.mkey_configure,
+            &self.mkey_access,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub(crate) mod fastreg;
+pub(crate) mod indirect;
 
 use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
@@ -58,6 +59,8 @@ pub(crate) struct Mr {
     mw_binds: AtomicU32,
     /// Allocated for fast registration (`fastreg`), by a kernel consumer.
     fast: Option<fastreg::FastKind>,
+    /// An indirect key (`indirect`): its bytes are other keys'.
+    indirect: Option<indirect::Kind>,
     /// Taken by every access from the data path (softirq included), so
     /// only for as long as a copy: rereg pins new pages before taking it.
     #[pin]
@@ -78,6 +81,9 @@ struct MrState {
     start: u64,
     pd: PdId,
     pages: Pages,
+    /// An indirect key's configuration in force (`None` while Free, and
+    /// for every other MR).
+    layout: Option<Arc<indirect::Layout>>,
     /// Deregistered: its keys no longer resolve, and a reference taken
     /// before (a multi-packet transfer's target) grants nothing either.
     /// Set under the same lock under which a bind checks it, so a window
@@ -145,6 +151,8 @@ impl Pages {
             Memory::Pinned(u) => u.writable(),
             // (A kernel consumer's own memory: it granted the rights.)
             Memory::Odp(_) | Memory::Chunked(_) | Memory::Kernel(_) => true,
+            // (An indirect key writes nothing itself.)
+            Memory::None => false,
         }
     }
 }
@@ -213,6 +221,15 @@ impl Mr {
             odp_faulted: clamp(odp.as_ref().map_or(0, |o| o.history.faulted_pages)),
             odp_invalidated: clamp(odp.as_ref().map_or(0, |o| o.history.invalidated_pages)),
             fastreg: self.fast_state(&st),
+            indirect: match (self.indirect, &st.layout) {
+                (None, _) => c"no",
+                (Some(_), None) => c"none",
+                (Some(_), Some(l)) if l.repeat().is_some() => c"interleaved",
+                (Some(_), Some(_)) => c"list",
+            },
+            indirect_entries: st.layout.as_ref().map_or(0, |l| l.entries().len() as u32),
+            indirect_rounds: st.layout.as_ref().map_or(0, |l| l.repeat().unwrap_or(1)),
+            indirect_depth: st.layout.as_ref().map_or(0, |l| l.depth()),
         }
     }
 
@@ -265,36 +282,15 @@ pub(crate) enum Denied {
 
 impl Mr {
     /// Checks an access of `len` bytes at `iova` for `op` through a QP of
-    /// PD `pd`, then runs `f` with the pinned pages and the byte offset of
-    /// `iova` in them, under the MR's lock (so a concurrent rereg can
+    /// PD `pd`, then runs `f` with the MR's memory and the byte offset of
+    /// `iova` in it, under the MR's lock (so a concurrent rereg can
     /// neither move the pages nor change the rights halfway through).
-    pub(crate) fn access<R>(
-        &self,
-        pd: PdId,
-        iova: u64,
-        len: u64,
-        op: AccessOp,
-        f: impl FnOnce(&Memory, u64) -> Result<R>,
-    ) -> core::result::Result<Result<R>, Denied> {
-        self.access_as(pd, iova, len, op, true, f)
-    }
-
-    /// As [`Mr::access`], for an access through a memory window bound to
-    /// this MR: the window's rights were checked and replace the MR's own
-    /// remote rights (IBTA 10.6.7.2: the MR only needs MW_BIND, checked at
-    /// bind time); PD, bounds and alignment are still checked here.
-    pub(crate) fn access_through_window<R>(
-        &self,
-        pd: PdId,
-        iova: u64,
-        len: u64,
-        op: AccessOp,
-        f: impl FnOnce(&Memory, u64) -> Result<R>,
-    ) -> core::result::Result<Result<R>, Denied> {
-        self.access_as(pd, iova, len, op, false, f)
-    }
-
-    fn access_as<R>(
+    /// `check_rights` is false for an access through a memory window bound
+    /// to this MR: the window's rights were checked and replace the MR's
+    /// own remote rights (IBTA 10.6.7.2: the MR only needs MW_BIND, checked
+    /// at bind time); PD, bounds and alignment are still checked here.
+    /// An indirect key's layout is followed in `xfer.rs`, not here.
+    pub(crate) fn access_as<R>(
         &self,
         pd: PdId,
         iova: u64,
@@ -304,14 +300,7 @@ impl Mr {
         f: impl FnOnce(&Memory, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         let st = self.state.lock();
-        st.admit(pd, check_rights.then_some(op))?;
-        if !st.range.contains(iova, len) {
-            return Err(Denied::Bounds);
-        }
-        if op == AccessOp::RemoteAtomic && iova % 8 != 0 {
-            return Err(Denied::Alignment);
-        }
-        let off = iova - st.range.iova();
+        let off = st.check(pd, iova, len, op, check_rights)?;
         Ok(f(&st.pages.mem, off))
     }
 
@@ -387,6 +376,27 @@ impl Mr {
 }
 
 impl MrState {
+    /// The checks of an access of `len` bytes at `iova` for `op` by a QP of
+    /// PD `pd`: [`MrState::admit`], bounds, atomic alignment. The offset of
+    /// `iova` in the region.
+    fn check(
+        &self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        op: AccessOp,
+        check_rights: bool,
+    ) -> core::result::Result<u64, Denied> {
+        self.admit(pd, check_rights.then_some(op))?;
+        if !self.range.contains(iova, len) {
+            return Err(Denied::Bounds);
+        }
+        if op == AccessOp::RemoteAtomic && iova % 8 != 0 {
+            return Err(Denied::Alignment);
+        }
+        Ok(iova - self.range.iova())
+    }
+
     /// The checks every use of the region starts with: a QP of PD `pd`, and
     /// (unless a window's rights stand in for the MR's) the right for `op`.
     fn admit(&self, pd: PdId, op: Option<AccessOp>) -> core::result::Result<(), Denied> {
@@ -471,6 +481,18 @@ impl Mr {
         writeln!(w, "start    {:#x}", st.start)?;
         let umem = match &*st.pages.mem {
             Memory::Pinned(u) => u,
+            Memory::None => {
+                // An indirect key: the keys its bytes are, as configured.
+                writeln!(
+                    w,
+                    "indirect {}",
+                    self.fast_state(&st).to_str().unwrap_or("?")
+                )?;
+                return match &st.layout {
+                    Some(l) => indirect::describe(l, w),
+                    None => writeln!(w, "layout   none"),
+                };
+            }
             Memory::Kernel(list) => {
                 // What the last REG_MR put in force (a Free MR keeps it
                 // until the next one, and grants nothing meanwhile).
@@ -618,12 +640,14 @@ fn reg_admitted(
             key: AtomicU32::new(0),
             mw_binds: AtomicU32::new(0),
             fast: None,
+            indirect: None,
             state <- new_spinlock_bh!(MrState {
                 access,
                 range,
                 start,
                 pd,
                 pages,
+                layout: None,
                 revoked: false,
                 free: false,
             }),
@@ -650,6 +674,11 @@ pub(crate) fn rereg_user(
     // uverbs refuses a rereg without flags before it gets here, and clears
     // CHANGE_PD when the PD named is the MR's own: a request that asked
     // for nothing else is then a no-op, which mlx5 also treats as success.
+    // An indirect key has no translation of its own to change: its
+    // layout is changed through the send queue.
+    if mr.indirect.is_some() {
+        return Err(EINVAL);
+    }
     if req.flags == 0 {
         return Ok(mr.keys(&mr.state.lock()));
     }

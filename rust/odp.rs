@@ -184,10 +184,12 @@ impl OxeDevice {
             // A range with nothing mapped is marked failed (crate::ib::odp),
             // and the access that wanted it then fails as a bad address
             // would; another failure leaves it untranslated, to try again.
-            let r = f.mr.fault(f.iova, f.len, f.write, f.mode);
+            // (Through an indirect key, the MRs its layout names fault.)
+            use crate::mr::indirect::fault;
+            let r = fault(self, &f.mr, f.iova, f.len, f.write, f.mode, 0);
             if r.is_ok() && f.ahead != 0 {
-                let _ =
-                    f.mr.fault(f.iova + f.len, f.ahead, f.write, FaultMode::Ahead);
+                let at = f.iova + f.len;
+                let _ = fault(self, &f.mr, at, f.ahead, f.write, FaultMode::Ahead, 0);
             }
             if let Some(t) = f.missed {
                 f.mr.faults.waited(t);

@@ -61,6 +61,7 @@ pub(crate) fn wc_opcode(wr_opcode: u32) -> u32 {
         wr_op::BIND_MW => wc_op::BIND_MW,
         wr_op::LOCAL_INV => wc_op::LOCAL_INV,
         wr_op::REG_MR => wc_op::REG_MR,
+        wr_op::MKEY_CONFIGURE => wc_op::MKEY_CONFIGURE,
         _ => wc_op::SEND,
     }
 }
@@ -162,7 +163,10 @@ impl Qp {
         }
         q.req.fetch = idx.wrapping_add(1);
         let ud = matches!(self.ty, QpType::Ud | QpType::Gsi);
-        if matches!(opcode, wr_op::BIND_MW | wr_op::LOCAL_INV | wr_op::REG_MR) {
+        if matches!(
+            opcode,
+            wr_op::BIND_MW | wr_op::LOCAL_INV | wr_op::REG_MR | wr_op::MKEY_CONFIGURE
+        ) {
             // Local operations take effect here, in send queue order, and
             // complete (in order) without a packet.
             let status = if ud {
@@ -291,8 +295,9 @@ impl Qp {
         })
     }
 
-    /// A bind, a local invalidate (of a window or a fast-registration MR)
-    /// or a fast registration; its completion status. Any failure is
+    /// A bind, a local invalidate (of a window, a fast-registration MR or
+    /// an indirect key), a fast registration or an indirect key's
+    /// configuration; its completion status. Any failure is
     /// IBTA's Memory Management Operation Error (IBV_WC_MW_BIND_ERR),
     /// which moves the QP to the error state.
     ///
@@ -326,6 +331,18 @@ impl Qp {
             self.kernel.is_some()
                 && wqe.swap <= u64::from(u32::MAX)
                 && crate::mr::fastreg::register(drv, self.pd, &req).is_ok()
+        } else if wqe.opcode == wr_op::MKEY_CONFIGURE {
+            // User QPs only: an indirect key is a process's object.
+            let req = crate::mr::indirect::ConfigReq {
+                key: wqe.imm_data,
+                access: wqe.swap,
+                repeat: u32::try_from(wqe.compare_add).unwrap_or(u32::MAX),
+                slots: &w.sges,
+            };
+            self.kernel.is_none()
+                && !w.is_inline()
+                && wqe.compare_add <= u64::from(u32::MAX)
+                && crate::mr::indirect::configure(drv, self.pd, &req).is_ok()
         } else {
             let by = crate::mr::fastreg::Invalidator::Local;
             crate::mr::fastreg::invalidate(drv, self.pd, self.tag(), wqe.imm_data, by).is_ok()

@@ -27,8 +27,9 @@ use crate::mr::Mr;
 use crate::mw::Mw;
 use crate::oxe_core::abi::{
     OxeCqe, OxeCreateCqCmd, OxeCreateCqResp, OxeCreateQpCmd, OxeCreateQpResp, OxeCreateSrqResp,
-    OxeModifySrqCmd, OxeRecvWqe, OxeResizeCqResp, OxeResizeSrqResp, OxeSendWqe, OxeSge,
-    OXE_CREATE_CQ_INLINE_RECV, OXE_CREATE_QP_NO_INLINE_RECV,
+    OxeModifySrqCmd, OxeRecvWqe, OxeRegMrCmd, OxeResizeCqResp, OxeResizeSrqResp, OxeSendWqe,
+    OxeSge, OXE_CREATE_CQ_INLINE_RECV, OXE_CREATE_QP_NO_INLINE_RECV, OXE_REG_MR_INDIRECT,
+    OXE_REG_MR_REMOTE_INVALIDATE,
 };
 use crate::oxe_core::gid::Gid;
 use crate::oxe_core::pma::{Answer, MAD_LEN};
@@ -393,10 +394,34 @@ impl MrOps<OxeDevice> for Mr {
         // before anything is pinned or published. Written after, it left
         // a registered MR that ib_core never learnt of: its keys resolved
         // and its pages stayed pinned until the device went.
+        let mut cmd = [0u8; OxeRegMrCmd::SIZE];
+        udata.request(&mut cmd)?;
+        let cmd = OxeRegMrCmd::from_bytes(&cmd).unwrap_or_default();
         udata.respond(&crate::mr::reply())?;
-        crate::mr::reg_user(
-            drv, dev, req.pd, req.start, req.length, req.iova, req.access,
-        )
+        if cmd.flags == 0 {
+            return crate::mr::reg_user(
+                drv, dev, req.pd, req.start, req.length, req.iova, req.access,
+            );
+        }
+        // oxedv_create_mkey: a key and no memory; the range and rights
+        // come with its configuration.
+        let known = OXE_REG_MR_INDIRECT | OXE_REG_MR_REMOTE_INVALIDATE;
+        if cmd.flags & !known != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if cmd.flags & OXE_REG_MR_INDIRECT == 0
+            || req.start != 0
+            || req.length != 0
+            || req.iova != 0
+            || req.access != 0
+        {
+            return Err(EINVAL);
+        }
+        let kind = crate::mr::indirect::Kind {
+            max_entries: cmd.max_entries,
+            remote_invalidate: cmd.flags & OXE_REG_MR_REMOTE_INVALIDATE != 0,
+        };
+        crate::mr::indirect::create(drv, req.pd, kind)
     }
 
     fn alloc_fast(

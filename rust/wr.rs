@@ -25,6 +25,8 @@ pub(crate) mod wr_op {
     pub(crate) const ATOMIC_WRITE: u32 = 15;
     /// IB_WR_REG_MR: kernel consumers only (no user verb posts it).
     pub(crate) const REG_MR: u32 = 0x20;
+    /// oxe's own: configure an indirect key (user QPs only).
+    pub(crate) const MKEY_CONFIGURE: u32 = crate::oxe_core::abi::OXE_WR_MKEY_CONFIGURE;
 }
 
 /// `IBV_WC_*` / `IB_WC_*` completion opcodes.
@@ -40,6 +42,8 @@ pub(crate) mod wc_op {
     pub(crate) const ATOMIC_WRITE: u32 = 9;
     /// IB_WC_REG_MR (kernel consumers only).
     pub(crate) const REG_MR: u32 = 10;
+    /// An indirect key configured (`IBV_WC_DRIVER1`).
+    pub(crate) const MKEY_CONFIGURE: u32 = crate::oxe_core::abi::OXE_WC_MKEY_CONFIGURE;
     pub(crate) const RECV: u32 = 128;
     pub(crate) const RECV_RDMA_WITH_IMM: u32 = 129;
 }
@@ -150,7 +154,13 @@ pub(crate) fn read_send(ring: &Ring, idx: u32, max_inline: u32) -> Result<SendWr
             return Err(EINVAL);
         }
         let sges = sges_from(body, n)?;
-        let len = crate::xfer::sge_total(&sges).ok_or(EINVAL)?;
+        // An indirect key's configuration moves no data: its slots are
+        // entries, which may add up to more than a message.
+        let len = if wqe.opcode == wr_op::MKEY_CONFIGURE {
+            0
+        } else {
+            crate::xfer::sge_total(&sges).ok_or(EINVAL)?
+        };
         Ok(SendWr {
             wqe,
             sges,

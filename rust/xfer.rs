@@ -10,7 +10,10 @@
 //!
 //! Keys resolve through the key table, which hands out a counted reference:
 //! an MR deregistered mid-operation keeps its pages pinned until the
-//! operation lets go, and is not found by the next one.
+//! operation lets go, and is not found by the next one. An indirect key
+//! (`mr::indirect`) is followed here too, in [`follow`]: every piece of
+//! its layout is resolved again through the key table, as an lkey or rkey
+//! would be, and checked against what that key grants.
 
 #![deny(unsafe_code)]
 
@@ -21,10 +24,125 @@ use crate::ib::objects::PdId;
 use crate::ib::umem::MmId;
 use crate::mr::{Denied, Mr};
 use crate::mw::QpTag;
-use crate::oxe_core::abi::{OxeInlinePiece, OxeSge, OXE_INLINE_RECV_PIECES};
+use crate::oxe_core::abi::{OxeInlinePiece, OxeSge, OXE_INLINE_RECV_PIECES, OXE_MKEY_MAX_DEPTH};
 use crate::oxe_core::AccessOp;
+use core::ops::Range;
 use kernel::prelude::*;
 use kernel::sync::Arc;
+
+/// What runs on the memory behind an access: the memory, the offset in it,
+/// and which bytes of the access are there.
+type OnMemory<'a, R> = dyn FnMut(&Memory, u64, Range<usize>) -> Result<R> + 'a;
+
+/// Why following an indirect key's layout stopped.
+enum Stop {
+    Denied(Denied),
+    Failed(Error),
+}
+
+/// How [`follow`] goes.
+#[derive(Clone, Copy)]
+struct How {
+    /// Check the key's own rights: false through a window, whose rights
+    /// were checked.
+    own_rights: bool,
+    /// The access must land in one piece (an atomic).
+    whole: bool,
+    /// A check of a whole message, before any of it moves: an indirect
+    /// key is checked itself (PD, rights, bounds), its entries are left
+    /// to the accesses that move the data, packet by packet. Walking a
+    /// message's worth of entries at once would let a peer's 2 GiB READ,
+    /// through a key of one-byte entries, hold a CPU for billions of steps.
+    shallow: bool,
+}
+
+impl How {
+    const COPY: How = How {
+        own_rights: true,
+        whole: false,
+        shallow: false,
+    };
+    const ATOMIC: How = How {
+        own_rights: true,
+        whole: true,
+        shallow: false,
+    };
+    const CHECK: How = How {
+        own_rights: true,
+        whole: false,
+        shallow: true,
+    };
+}
+
+/// Runs `f` on the memory behind `[iova, iova + len)` of `mr` (found by
+/// key) for `op` by a QP of PD `pd`, as `how` says: an MR's own, under its
+/// lock, in one call; or, for an indirect key, each piece of its layout
+/// through the key its entry names, which must grant `op` too (rights
+/// intersect) and is checked again there. `depth` indirect keys were
+/// followed on the way here. The result is the last piece's (the only
+/// one's, for an atomic).
+fn follow<R: Default>(
+    drv: &OxeDevice,
+    mr: &Arc<Mr>,
+    pd: PdId,
+    (iova, len, op): (u64, u64, AccessOp),
+    how: How,
+    depth: u32,
+    f: &mut OnMemory<'_, R>,
+) -> Result<Result<R>, Denied> {
+    let rights = how.own_rights;
+    let (layout, off) = match mr.layout_for(pd, iova, len, op, rights) {
+        None => {
+            let n = usize::try_from(len).map_err(|_| Denied::Bounds)?;
+            return mr.access_as(pd, iova, len, op, rights, |m, o| f(m, o, 0..n));
+        }
+        Some(r) => r?,
+    };
+    if depth >= OXE_MKEY_MAX_DEPTH {
+        return Err(Denied::Rights);
+    }
+    if how.shallow {
+        return Ok(Ok(R::default()));
+    }
+    crate::counters::inc(&drv.counters.mkey_access);
+    // An atomic that two entries would share is refused before any of it
+    // is carried out.
+    if how.whole {
+        let mut pieces = 0u32;
+        let _ = layout.walk(off, len, |_| -> Result<(), ()> {
+            pieces += 1;
+            Ok(())
+        });
+        if pieces != 1 {
+            return Err(Denied::Alignment);
+        }
+    }
+    let mut last = R::default();
+    let walked = layout.walk(off, len, |p| {
+        let child = drv.keys.lookup(p.key).ok_or(Stop::Denied(Denied::Rights))?;
+        let at = usize::try_from(p.at).map_err(|_| Stop::Denied(Denied::Bounds))?;
+        let span = (p.addr, p.len, op);
+        let mut g = |m: &Memory, o: u64, r: Range<usize>| f(m, o, r.start + at..r.end + at);
+        let inner = How {
+            own_rights: true,
+            ..how
+        };
+        match follow(drv, &child, pd, span, inner, depth + 1, &mut g) {
+            Err(d) => Err(Stop::Denied(d)),
+            Ok(Err(e)) => Err(Stop::Failed(e)),
+            Ok(Ok(v)) => {
+                last = v;
+                Ok(())
+            }
+        }
+    });
+    match walked {
+        None => Err(Denied::Bounds),
+        Some(Err(Stop::Denied(d))) => Err(d),
+        Some(Err(Stop::Failed(e))) => Ok(Err(e)),
+        Some(Ok(())) => Ok(Ok(last)),
+    }
+}
 
 /// The lkey kernel consumers use for kernel virtual addresses (the PD's
 /// local_dma_lkey). Key 0 never names an MR.
@@ -59,6 +177,17 @@ pub(crate) fn sge_total(sges: &[OxeSge]) -> Option<u32> {
 impl Local<'_> {
     fn mr(&self, lkey: u32) -> Result<Arc<Mr>, LocalErr> {
         self.drv.keys.lookup(lkey).ok_or(LocalErr::Prot)
+    }
+
+    /// Runs `f` on the memory behind `[addr, addr + n)` of `mr` ([`follow`]).
+    fn access(
+        &self,
+        mr: &Arc<Mr>,
+        (addr, n, op): (u64, u64, AccessOp),
+        how: How,
+        f: &mut OnMemory<'_, ()>,
+    ) -> core::result::Result<Result<()>, Denied> {
+        follow(self.drv, mr, self.pd, (addr, n, op), how, 0, f)
     }
 
     /// Walks the SGE list from byte `off` over `len` bytes, calling `f` for
@@ -103,8 +232,9 @@ impl Local<'_> {
                 return Ok(());
             }
             let mr = self.mr(sge.lkey)?;
-            let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |pages, o| {
-                pages.write(o, piece)
+            let span = (addr, n as u64, AccessOp::LocalWrite);
+            let r = self.access(&mr, span, How::COPY, &mut |m, o, r| {
+                m.write(o, piece.get(r).ok_or(EINVAL)?)
             });
             self.placed(&mr, addr, n, rest_of(sge, in_sge, n), true, r)
         })
@@ -123,8 +253,9 @@ impl Local<'_> {
                 return Ok(());
             }
             let mr = self.mr(sge.lkey)?;
-            let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalRead, |pages, o| {
-                pages.read(o, piece)
+            let span = (addr, n as u64, AccessOp::LocalRead);
+            let r = self.access(&mr, span, How::COPY, &mut |m, o, r| {
+                m.read(o, piece.get_mut(r).ok_or(EINVAL)?)
             });
             self.placed(&mr, addr, n, rest_of(sge, in_sge, n), false, r)
         })
@@ -202,8 +333,9 @@ impl Local<'_> {
             let Ok(mr) = self.mr(sge.lkey) else {
                 return Ok(());
             };
-            let r = mr.access(self.pd, addr, n as u64, AccessOp::LocalWrite, |p, o| {
-                p.probe(o, n as u64, true)
+            let span = (addr, n as u64, AccessOp::LocalWrite);
+            let r = self.access(&mr, span, How::CHECK, &mut |m, o, r| {
+                m.probe(o, r.len() as u64, true)
             });
             match self.placed(&mr, addr, n, 0, true, r) {
                 Err(LocalErr::Fault) => Err(LocalErr::Fault),
@@ -227,7 +359,8 @@ impl Local<'_> {
                 continue;
             }
             let mr = self.mr(sge.lkey)?;
-            mr.access(self.pd, sge.addr, sge.length.into(), op, |_, _| Ok(()))
+            let span = (sge.addr, sge.length.into(), op);
+            self.access(&mr, span, How::CHECK, &mut |_, _, _| Ok(()))
                 .map_err(|_| LocalErr::Prot)?
                 .map_err(|_| LocalErr::Prot)?;
         }
@@ -303,21 +436,21 @@ impl Target {
         self.window.map_or(va, |shift| va.wrapping_add(shift))
     }
 
-    /// Runs `f` on the pages behind `[va, va + len)` for `op`, with the
-    /// checks the way in calls for.
-    fn access<R>(
+    /// Runs `f` on the memory behind `[va, va + len)` for `op`, with the
+    /// checks the way in calls for ([`follow`]).
+    fn access<R: Default>(
         &self,
-        pd: PdId,
-        va: u64,
-        len: u64,
-        op: AccessOp,
-        f: impl FnOnce(&Memory, u64) -> Result<R>,
+        r: &Remote<'_>,
+        (va, len, op): (u64, u64, AccessOp),
+        how: How,
+        f: &mut OnMemory<'_, R>,
     ) -> core::result::Result<Result<R>, Denied> {
-        let iova = self.mr_iova(va);
-        match self.window {
-            None => self.mr.access(pd, iova, len, op, f),
-            Some(_) => self.mr.access_through_window(pd, iova, len, op, f),
-        }
+        let span = (self.mr_iova(va), len, op);
+        let how = How {
+            own_rights: self.window.is_none(),
+            ..how
+        };
+        follow(r.drv, &self.mr, r.pd, span, how, 0, f)
     }
 }
 
@@ -344,7 +477,7 @@ impl Remote<'_> {
                 window: None,
             },
         };
-        t.access(self.pd, va, len, op, |_, _| Ok(()))?
+        t.access(self, (va, len, op), How::CHECK, &mut |_, _, _| Ok(()))?
             .map_err(|_| Denied::Bounds)?;
         Ok(t)
     }
@@ -363,8 +496,9 @@ impl Remote<'_> {
     /// lock); `ahead` bytes of the message follow it.
     pub(crate) fn write(&self, t: &Target, va: u64, data: &[u8], ahead: u64) -> Result<(), Denied> {
         let len = data.len() as u64;
-        let r = t.access(self.pd, va, len, AccessOp::RemoteWrite, |p, o| {
-            p.write(o, data)
+        let span = (va, len, AccessOp::RemoteWrite);
+        let r = t.access(self, span, How::COPY, &mut |m, o, r| {
+            m.write(o, data.get(r).ok_or(EINVAL)?)
         })?;
         self.placed(t, (va, len, ahead), true, r, Denied::Bounds)
     }
@@ -372,8 +506,9 @@ impl Remote<'_> {
     /// Reads `out.len()` bytes at `va` through `t`.
     pub(crate) fn read(&self, t: &Target, va: u64, out: &mut [u8]) -> Result<(), Denied> {
         let len = out.len() as u64;
-        let r = t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
-            p.read(o, out)
+        let span = (va, len, AccessOp::RemoteRead);
+        let r = t.access(self, span, How::COPY, &mut |m, o, r| {
+            m.read(o, out.get_mut(r).ok_or(EINVAL)?)
         })?;
         self.placed(t, (va, len, 0), false, r, Denied::Bounds)
     }
@@ -381,8 +516,9 @@ impl Remote<'_> {
     /// Checks that `[va, va + len)` through `t` is translated now for
     /// reading; an ODP page that is not queues its fault ([`Denied::Fault`]).
     pub(crate) fn ready(&self, t: &Target, va: u64, len: u64) -> Result<(), Denied> {
-        let r = t.access(self.pd, va, len, AccessOp::RemoteRead, |p, o| {
-            p.probe(o, len, false)
+        let span = (va, len, AccessOp::RemoteRead);
+        let r = t.access(self, span, How::CHECK, &mut |m, o, r| {
+            m.probe(o, r.len() as u64, false)
         })?;
         self.placed(t, (va, len, 0), false, r, Denied::Bounds)
     }
@@ -390,8 +526,9 @@ impl Remote<'_> {
     /// Stores 8 bytes at `va` (8-byte aligned) as one store, atomic against
     /// the device's other atomics and any CPU's aligned loads.
     pub(crate) fn atomic_write(&self, t: &Target, va: u64, value: u64) -> Result<(), Denied> {
-        let r = t.access(self.pd, va, 8, AccessOp::RemoteWrite, |p, o| {
-            p.atomic_store(o, value)
+        let span = (va, 8, AccessOp::RemoteWrite);
+        let r = t.access(self, span, How::ATOMIC, &mut |m, o, _| {
+            m.atomic_store(o, value)
         })?;
         self.placed(t, (va, 8, 0), true, r, Denied::Alignment)
     }
@@ -427,8 +564,9 @@ impl Remote<'_> {
         cmp_add: u64,
         swap: u64,
     ) -> Result<u64, Denied> {
-        let r = t.access(self.pd, va, 8, AccessOp::RemoteAtomic, |p, o| {
-            p.atomic(o, cas, cmp_add, swap)
+        let span = (va, 8, AccessOp::RemoteAtomic);
+        let r = t.access(self, span, How::ATOMIC, &mut |m, o, _| {
+            m.atomic(o, cas, cmp_add, swap)
         })?;
         self.placed(t, (va, 8, 0), true, r, Denied::Alignment)
     }

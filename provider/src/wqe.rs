@@ -14,7 +14,7 @@ use core::ffi::c_int;
 
 use oxe_core::abi::{
     OxeRecvWqe, OxeSendWqe, OxeSge, OXE_SEND_FENCE, OXE_SEND_INLINE, OXE_SEND_SIGNALED,
-    OXE_SEND_SOLICITED,
+    OXE_SEND_SOLICITED, OXE_WR_MKEY_CONFIGURE,
 };
 use oxe_core::Errno;
 
@@ -87,6 +87,11 @@ pub(crate) enum SendOp {
     Bind,
     /// `IBV_WR_LOCAL_INV`: the rkey in `imm_data`.
     LocalInv,
+    /// oxe's own (`oxedv_wr_mr_list`, `oxedv_wr_mr_interleaved`): configure
+    /// the indirect key in `imm_data` with the rights in `Remote::swap`
+    /// and, interleaved, the rounds in `Remote::compare_add`; the entries
+    /// are its SGEs.
+    MkeyConfigure,
 }
 
 /// Which member of `ibv_send_wr`'s `wr` union an operation reads.
@@ -112,6 +117,9 @@ pub(crate) enum ImmKind {
     Imm,
     /// `invalidate_rkey`.
     Inv,
+    /// The key an indirect-key configuration names (no `ibv_send_wr`
+    /// carries one).
+    Key,
 }
 
 impl SendOp {
@@ -150,13 +158,16 @@ impl SendOp {
             Self::AtomicWrite => sys::IBV_WR_ATOMIC_WRITE,
             Self::Bind => sys::IBV_WR_BIND_MW,
             Self::LocalInv => sys::IBV_WR_LOCAL_INV,
+            Self::MkeyConfigure => OXE_WR_MKEY_CONFIGURE,
         }
     }
 
     /// The remote side the operation names.
     pub(crate) fn remote(self) -> RemoteKind {
         match self {
-            Self::Send | Self::SendImm | Self::SendInv | Self::LocalInv => RemoteKind::None,
+            Self::Send | Self::SendImm | Self::SendInv | Self::LocalInv | Self::MkeyConfigure => {
+                RemoteKind::None
+            }
             Self::Bind => RemoteKind::Bind,
             Self::Write | Self::WriteImm | Self::Read | Self::Flush | Self::AtomicWrite => {
                 RemoteKind::Rdma
@@ -170,6 +181,7 @@ impl SendOp {
         match self {
             Self::SendImm | Self::WriteImm => ImmKind::Imm,
             Self::SendInv | Self::LocalInv => ImmKind::Inv,
+            Self::MkeyConfigure => ImmKind::Key,
             _ => ImmKind::None,
         }
     }
@@ -190,6 +202,7 @@ impl SendOp {
                     | Self::WriteImm
                     | Self::Bind
                     | Self::LocalInv
+                    | Self::MkeyConfigure
             ),
             QpKind::Ud => matches!(self, Self::Send | Self::SendImm),
         }
@@ -302,7 +315,7 @@ impl SendWr {
             imm_data: match self.op.imm() {
                 ImmKind::None if bind => self.bind.mw_rkey,
                 ImmKind::None => 0,
-                ImmKind::Imm | ImmKind::Inv => self.imm_data,
+                ImmKind::Imm | ImmKind::Inv | ImmKind::Key => self.imm_data,
             },
             remote_addr: self.remote.addr,
             rkey: self.remote.rkey,

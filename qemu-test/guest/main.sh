@@ -46,6 +46,7 @@ test)
     run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
     run_suite rdma_core_oxe0 suite_rdma_core oxe0 veth0 1
     run_suite inline_recv_oxe0 suite_inline_recv oxe0 1
+    run_suite mkey_oxe0 suite_mkey oxe0 1
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0

@@ -26,6 +26,15 @@ enum oxe_create_qp_flags {
 	OXE_CREATE_QP_NO_INLINE_RECV = 1 << 0,
 };
 
+enum oxe_indirect_keys {
+	OXE_REG_MR_INDIRECT = 1 << 0,
+	OXE_REG_MR_REMOTE_INVALIDATE = 1 << 1,
+	OXE_MKEY_MAX_ENTRIES = 1 << 5,
+	OXE_MKEY_MAX_DEPTH = 1 << 2,
+	OXE_WR_MKEY_CONFIGURE = 1 << 4,
+	OXE_WC_MKEY_CONFIGURE = 1 << 0,
+};
+
 enum oxe_inline_recv_layout {
 	OXE_CQE_INLINE_SLOT = 256,
 	OXE_CQE_INLINE_DATA = 64,
@@ -76,6 +85,11 @@ struct oxe_queue_map {
 struct oxe_create_cq_cmd {
 	__u32 flags;
 	__u32 reserved;
+};
+
+struct oxe_reg_mr_cmd {
+	__u32 flags;
+	__u32 max_entries;
 };
 
 struct oxe_create_qp_cmd {

@@ -27,6 +27,10 @@ pub(crate) enum Memory {
     /// A fast-registration MR's kernel memory: what the last REG_MR put
     /// in force.
     Kernel(Pin<KBox<PageList>>),
+    /// No memory of its own: an indirect key, whose bytes are other keys'.
+    /// The driver follows its layout before it gets here; any copy asked
+    /// of it fails.
+    None,
 }
 
 /// Where byte `off` of a registered range is: (page frame, offset in it,
@@ -62,6 +66,7 @@ impl Memory {
                 child.with_pages(|p| f(&|x| p.locate(x, write), at, r))
             }),
             Memory::Kernel(k) => k.with_active(|l| f(l, off, 0..len)),
+            Memory::None => Err(EFAULT),
         }
     }
 
@@ -113,6 +118,7 @@ impl Memory {
     pub(crate) fn probe(&self, off: u64, len: u64, write: bool) -> Result {
         match self {
             Memory::Pinned(_) | Memory::Kernel(_) => Ok(()),
+            Memory::None => Err(EFAULT),
             Memory::Odp(o) => o.probe(off, len, write),
             Memory::Chunked(i) => i.probe(off, len, write),
         }
@@ -122,7 +128,7 @@ impl Memory {
     /// as `mode` says. Sleeps: process context. EINVAL for pinned memory.
     pub(crate) fn fault(&self, off: u64, len: u64, write: bool, mode: FaultMode) -> Result {
         match self {
-            Memory::Pinned(_) | Memory::Kernel(_) => Err(EINVAL),
+            Memory::Pinned(_) | Memory::Kernel(_) | Memory::None => Err(EINVAL),
             Memory::Odp(o) => o.fault(off, len, write, mode),
             Memory::Chunked(i) => i.fault(off, len, write, mode),
         }
@@ -131,7 +137,7 @@ impl Memory {
     /// The ODP statistics, if this is ODP memory.
     pub(crate) fn odp_stats(&self) -> Option<OdpStats> {
         let (implicit, present, history) = match self {
-            Memory::Pinned(_) | Memory::Kernel(_) => return None,
+            Memory::Pinned(_) | Memory::Kernel(_) | Memory::None => return None,
             Memory::Odp(o) => (false, o.present(), o.history()),
             Memory::Chunked(i) => (i.is_implicit(), i.present(), i.history()),
         };
@@ -151,6 +157,7 @@ impl Memory {
             Memory::Chunked(i) => i.children().1,
             // (Segments: pages for a MEM_REG MR.)
             Memory::Kernel(k) => k.view().segments,
+            Memory::None => 0,
         }
     }
 }

@@ -75,6 +75,12 @@ pub(crate) struct MrInfo {
     /// "no" for a user MR; a fast-registration MR's state, "free" or
     /// "valid".
     pub(crate) fastreg: &'static core::ffi::CStr,
+    /// "no", or an indirect key's layout: "none" (Free), "list" or
+    /// "interleaved"; with its entry count, rounds and depth (0 when none).
+    pub(crate) indirect: &'static core::ffi::CStr,
+    pub(crate) indirect_entries: u32,
+    pub(crate) indirect_rounds: u32,
+    pub(crate) indirect_depth: u32,
 }
 
 /// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
@@ -462,7 +468,7 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     else {
         return EMSGSIZE.to_errno();
     };
-    let fields: [(&core::ffi::CStr, u32); 8] = [
+    let fields: [(&core::ffi::CStr, u32); 11] = [
         (c"pages", info.pages),
         (c"page_size", info.page_size),
         (c"pinned", info.pinned.into()),
@@ -471,6 +477,9 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
         (c"odp_present", info.odp_present),
         (c"odp_faulted", info.odp_faulted),
         (c"odp_invalidated", info.odp_invalidated),
+        (c"indirect_entries", info.indirect_entries),
+        (c"indirect_rounds", info.indirect_rounds),
+        (c"indirect_depth", info.indirect_depth),
     ];
     for (name, value) in fields {
         // SAFETY: a live message and a static NUL-terminated name.
@@ -482,7 +491,12 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     if unsafe { b::rdma_nl_put_driver_u32_hex(msg, c"access".as_char_ptr(), info.access) } != 0 {
         return EMSGSIZE.to_errno();
     }
-    for (name, value) in [(c"odp", info.odp), (c"fastreg", info.fastreg)] {
+    let strings = [
+        (c"odp", info.odp),
+        (c"fastreg", info.fastreg),
+        (c"indirect", info.indirect),
+    ];
+    for (name, value) in strings {
         // SAFETY: as above; the value is a static NUL-terminated string too.
         if unsafe { b::rdma_nl_put_driver_string(msg, name.as_char_ptr(), value.as_char_ptr()) }
             != 0

@@ -89,12 +89,14 @@ fn alloc_admitted(drv: &OxeDevice, pd: PdId, kind: FastKind) -> Result<(Arc<Mr>,
             key: AtomicU32::new(0),
             mw_binds: AtomicU32::new(0),
             fast: Some(kind),
+            indirect: None,
             state <- new_spinlock_bh!(MrState {
                 access: Access::empty(),
                 range,
                 start: 0,
                 pd,
                 pages,
+                layout: None,
                 revoked: false,
                 free: true,
             }),
@@ -125,10 +127,10 @@ impl Mr {
 
     /// "no" for a user MR, else the fast-registration state.
     pub(super) fn fast_state(&self, st: &MrState) -> &'static core::ffi::CStr {
-        match (self.fast, st.free) {
-            (None, _) => c"no",
-            (Some(_), true) => c"free",
-            (Some(_), false) => c"valid",
+        match (self.fast.is_some() || self.indirect.is_some(), st.free) {
+            (false, _) => c"no",
+            (true, true) => c"free",
+            (true, false) => c"valid",
         }
     }
 }
@@ -189,9 +191,10 @@ pub(crate) enum Invalidator {
 }
 
 /// Invalidates what `rkey` names for QP `qp` of PD `pd`: a type 2 window
-/// (`crate::mw`), or a fast-registration MR. An MR must be one allocated
-/// for fast registration (IBTA: a region registered by the Register verbs
-/// cannot be invalidated), of the QP's PD, with no window bound to it, and
+/// (`crate::mw`), a fast-registration MR, or an indirect key (remotely
+/// only one created for it). An MR must be one allocated for fast
+/// registration (IBTA: a region registered by the Register verbs cannot
+/// be invalidated), of the QP's PD, with no window bound to it, and
 /// `rkey` must be its key now; invalidating a Free MR again is harmless.
 pub(crate) fn invalidate(
     drv: &OxeDevice,
@@ -204,7 +207,13 @@ pub(crate) fn invalidate(
         return crate::mw::invalidate(drv, pd, qp, rkey);
     }
     let mr = drv.keys.lookup(rkey).ok_or(Refused)?;
-    mr.fast.ok_or(Refused)?;
+    let allowed = match by {
+        Invalidator::Local => mr.fast.is_some() || mr.indirect.is_some(),
+        Invalidator::Remote => mr.remotely_invalidable(),
+    };
+    if !allowed {
+        return Err(Refused);
+    }
     // Under the lock every access holds while it copies: a copy in
     // progress finishes first, and none starts after.
     let mut st = mr.state.lock();
@@ -212,7 +221,11 @@ pub(crate) fn invalidate(
         return Err(Refused);
     }
     st.free = true;
+    // An indirect key lets its layout go; an access that took it first
+    // finishes with it.
+    let layout = st.layout.take();
     drop(st);
+    drop(layout);
     inc(match by {
         Invalidator::Local => &drv.counters.mr_local_inv,
         Invalidator::Remote => &drv.counters.mr_remote_inv,

@@ -42,6 +42,7 @@ mod context;
 mod cq;
 mod errno;
 mod lock;
+mod mkey;
 mod mw;
 mod oxedv;
 mod qp;

@@ -22,7 +22,7 @@ const EINVAL: c_int = Errno::EINVAL.to_i32();
 ///
 /// # Safety
 /// `context` is NULL or a live context.
-unsafe fn is_oxe_context(context: *mut sys::ibv_context) -> bool {
+pub(super) unsafe fn is_oxe_context(context: *mut sys::ibv_context) -> bool {
     if context.is_null() {
         return false;
     }

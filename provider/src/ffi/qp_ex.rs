@@ -61,7 +61,10 @@ pub(crate) fn install(ex: &mut sys::ibv_qp_ex, ops: u64) {
 /// # Safety
 /// `qp` is a live extended QP of this provider and the calling thread is
 /// inside its `wr_start` .. `wr_complete`/`wr_abort`.
-unsafe fn with_batch(qp: *mut sys::ibv_qp_ex, f: impl FnOnce(&mut SendQueue<MappedQueue>)) {
+pub(super) unsafe fn with_batch(
+    qp: *mut sys::ibv_qp_ex,
+    f: impl FnOnce(&mut SendQueue<MappedQueue>),
+) {
     // SAFETY: a live QP; the `ibv_qp` starts the `ibv_qp_ex`.
     if let Some(sq) = unsafe { send_queue(qp.cast::<sys::ibv_qp>()) } {
         // SAFETY: this thread holds the lock since `wr_start`, and the
@@ -76,7 +79,7 @@ unsafe fn with_batch(qp: *mut sys::ibv_qp_ex, f: impl FnOnce(&mut SendQueue<Mapp
 ///
 /// # Safety
 /// As for [`with_batch`].
-unsafe fn begin(qp: *mut sys::ibv_qp_ex, op: SendOp, fill: impl FnOnce(&mut SendWr)) {
+pub(super) unsafe fn begin(qp: *mut sys::ibv_qp_ex, op: SendOp, fill: impl FnOnce(&mut SendWr)) {
     // SAFETY: a live QP; the application wrote these fields before calling
     // the builder and does not change them concurrently.
     let wr_id = unsafe { (*qp).wr_id };

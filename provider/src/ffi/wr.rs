@@ -78,7 +78,7 @@ pub(crate) unsafe fn post_send_one(
     let op = SendOp::from_ibv(wr.opcode).ok_or(EINVAL)?;
     let mut send = SendWr::new(wr.wr_id, op, wr.send_flags);
     send.imm_data = match op.imm() {
-        ImmKind::None => 0,
+        ImmKind::None | ImmKind::Key => 0,
         // SAFETY: an operation with immediate data: the application set
         // `imm_data` (a plain integer either way).
         ImmKind::Imm => unsafe { wr.__bindgen_anon_1.imm_data },

@@ -76,6 +76,36 @@ pub const OXE_CREATE_CQ_INLINE_RECV: u32 = 1 << 0;
 /// completion entry (`OXEDV_QP_CREATE_DISABLE_SCATTER_TO_CQE`).
 pub const OXE_CREATE_QP_NO_INLINE_RECV: u32 = 1 << 0;
 
+/// `OxeRegMrCmd::flags`: make an indirect key (`oxedv_create_mkey`), Free
+/// until a [`OXE_WR_MKEY_CONFIGURE`] gives it a layout. `start`, `length`
+/// and `hca_va` of the verb must be zero.
+pub const OXE_REG_MR_INDIRECT: u32 = 1 << 0;
+/// `OxeRegMrCmd::flags`, with [`OXE_REG_MR_INDIRECT`]: a peer's SEND with
+/// Invalidate may invalidate the key (mlx5's
+/// `MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE`).
+pub const OXE_REG_MR_REMOTE_INVALIDATE: u32 = 1 << 1;
+/// The most entries an indirect key may be created for. One configuration
+/// carries its entries in its send WQE, so it is further bounded by the
+/// QP's `max_send_sge` (a list entry takes one SGE slot, an interleaved one
+/// two).
+pub const OXE_MKEY_MAX_ENTRIES: u32 = 32;
+/// How deep indirect keys may nest: a key whose entries name indirect keys
+/// whose entries name ... MRs, at most this many levels of indirect keys.
+pub const OXE_MKEY_MAX_DEPTH: u32 = 4;
+/// `OxeSendWqe::opcode` (user QPs): configure an indirect key, in send
+/// queue order. `imm_data` is the key as the provider knows it (which
+/// names it), `swap` the access flags it grants, `compare_add` the number
+/// of rounds of an interleaved layout, or 0 for a list. The entries sit in the
+/// SGE slots (`num_sge` slots): a list entry is an [`OxeSge`]; an
+/// interleaved entry takes two slots, an [`OxeSge`] with its address,
+/// bytes per round and key, then one whose `length` is the bytes skipped
+/// after each round (its other fields zero). Completes with
+/// [`OXE_WC_MKEY_CONFIGURE`].
+pub const OXE_WR_MKEY_CONFIGURE: u32 = 0xf0;
+/// `OxeCqe::opcode` of a completed [`OXE_WR_MKEY_CONFIGURE`]:
+/// `IBV_WC_DRIVER1`, as mlx5 reports its UMR.
+pub const OXE_WC_MKEY_CONFIGURE: u32 = 135;
+
 /// Inline receive (`OXE_WC_INLINE`): where the message and the places it
 /// goes sit in an inline-receive CQ slot. The slot starts with its
 /// [`OxeCqe`], then [`OXE_INLINE_RECV_MAX`] bytes of message at
@@ -289,6 +319,16 @@ abi_structs! {
         pub flags: u32,
         /// Zero; room to grow.
         pub reserved: u32,
+    }
+
+    /// Driver data of `reg_mr`. A provider that sends none registers
+    /// memory, as any other.
+    "oxe_reg_mr_cmd" => pub struct OxeRegMrCmd {
+        /// `OXE_REG_MR_*` bits.
+        pub flags: u32,
+        /// With [`OXE_REG_MR_INDIRECT`]: the most entries a configuration
+        /// may give the key, 1 to [`OXE_MKEY_MAX_ENTRIES`].
+        pub max_entries: u32,
     }
 
     /// Driver data of `create_qp`.
@@ -557,7 +597,7 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
          \n",
     )?;
     writeln!(out, "#define OXE_ABI_VERSION {OXE_ABI_VERSION}")?;
-    let enums: [(&str, &[(&str, u32)]); 7] = [
+    let enums: [(&str, &[(&str, u32)]); 8] = [
         (
             "oxe_uctx_caps",
             &[
@@ -573,6 +613,17 @@ pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
         (
             "oxe_create_qp_flags",
             &[("OXE_CREATE_QP_NO_INLINE_RECV", OXE_CREATE_QP_NO_INLINE_RECV)],
+        ),
+        (
+            "oxe_indirect_keys",
+            &[
+                ("OXE_REG_MR_INDIRECT", OXE_REG_MR_INDIRECT),
+                ("OXE_REG_MR_REMOTE_INVALIDATE", OXE_REG_MR_REMOTE_INVALIDATE),
+                ("OXE_MKEY_MAX_ENTRIES", OXE_MKEY_MAX_ENTRIES),
+                ("OXE_MKEY_MAX_DEPTH", OXE_MKEY_MAX_DEPTH),
+                ("OXE_WR_MKEY_CONFIGURE", OXE_WR_MKEY_CONFIGURE),
+                ("OXE_WC_MKEY_CONFIGURE", OXE_WC_MKEY_CONFIGURE),
+            ],
         ),
         (
             "oxe_inline_recv_layout",

@@ -54,6 +54,7 @@ pub mod gid;
 pub mod icrc;
 pub mod ip;
 pub mod key;
+pub mod layout;
 pub mod opcode;
 pub mod packet;
 pub mod pma;

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Indirect keys (UMR-style, as mlx5's indirect mkeys): a key whose bytes
+//! are other keys' bytes, configured through the send queue.
+//!
+//! * `oxedv_create_mkey` makes one on a PD with a maximum entry count
+//!   (a `reg_mr` with `OXE_REG_MR_INDIRECT`): an MR with a key, no memory
+//!   of its own, and Free, so the key resolves to nothing.
+//! * `OXE_WR_MKEY_CONFIGURE`, executed in send-queue order like a window
+//!   bind or a fast registration, gives it a layout (`oxe_core::layout`: a
+//!   list of `(key, addr, length)` entries, or the same interleaved over
+//!   rounds) and rights, and makes it Valid. Every entry is checked then:
+//!   its key names an MR or a Valid indirect key of the same PD, which
+//!   grants every right the new key grants, and holds the entry's whole
+//!   extent. Any failure is IBTA's Memory Management Operation Error.
+//! * LOCAL_INV, or a peer's SEND with Invalidate if the key was created
+//!   for it, makes it Free again (`fastreg::invalidate`).
+//!
+//! The data path follows the layout in `xfer.rs`, where every key is
+//! resolved: each piece of an access goes through the key its entry names
+//! (looked up again, and checked again there: PD, bounds, rights), so an
+//! entry's MR that was deregistered, invalidated or changed since fails
+//! the access cleanly. Entries hold keys, not references: a layout never
+//! keeps another MR's pages pinned, and two keys naming each other form no
+//! cycle of references; the depth limit ([`OXE_MKEY_MAX_DEPTH`]) is
+//! checked when configuring and again on every access, so a cycle made by
+//! reconfiguring a key still ends.
+
+#![deny(unsafe_code)]
+
+use super::{Mr, MrState, Pages};
+use crate::counters::inc;
+use crate::device::OxeDevice;
+use crate::ib::lock::new_spinlock_bh;
+use crate::ib::memory::Memory;
+use crate::ib::mr::MrKeys;
+use crate::ib::objects::PdId;
+use crate::limits::{self, Kind as Limit};
+use crate::mw::Refused;
+use crate::oxe_core::abi::{OxeSge, OXE_MKEY_MAX_DEPTH, OXE_MKEY_MAX_ENTRIES};
+use crate::oxe_core::layout::{self, Entry, Piece};
+use crate::oxe_core::{Access, AccessOp, Range};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// Rights an indirect key may grant. No MW_BIND (a window over an
+/// indirect key is not offered), no ODP or HUGETLB (those describe pages,
+/// which the entries' MRs have), no flush rights.
+const INDIRECT_ACCESS: u32 = Access::LOCAL_WRITE.bits()
+    | Access::REMOTE_WRITE.bits()
+    | Access::REMOTE_READ.bits()
+    | Access::REMOTE_ATOMIC.bits()
+    | Access::RELAXED_ORDERING.bits();
+
+/// What kind of indirect key, fixed at creation.
+#[derive(Clone, Copy)]
+pub(crate) struct Kind {
+    /// The most entries a configuration may give it.
+    pub(crate) max_entries: u32,
+    /// A peer's SEND with Invalidate may invalidate it.
+    pub(crate) remote_invalidate: bool,
+}
+
+/// A configuration in force. Never changed once made: a new
+/// configuration replaces it whole, and an access that took it before
+/// finishes with the one it took.
+pub(crate) struct Layout {
+    entries: KVec<Entry>,
+    /// Rounds of an interleaved layout; 1 for a list.
+    repeat: u32,
+    interleaved: bool,
+    /// Levels of indirect keys this one spans, itself included.
+    depth: u32,
+}
+
+impl Layout {
+    /// Runs `f` on the pieces of bytes `[off, off + len)`; `None` if the
+    /// span is not inside the layout.
+    pub(crate) fn walk<E>(
+        &self,
+        off: u64,
+        len: u64,
+        f: impl FnMut(Piece) -> Result<(), E>,
+    ) -> Option<Result<(), E>> {
+        layout::walk(&self.entries, self.repeat, off, len, f)
+    }
+
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub(crate) fn repeat(&self) -> Option<u32> {
+        self.interleaved.then_some(self.repeat)
+    }
+
+    pub(crate) fn depth(&self) -> u32 {
+        self.depth
+    }
+}
+
+/// `oxedv_create_mkey`: a Free indirect key of PD `pd`.
+pub(crate) fn create(drv: &OxeDevice, pd: PdId, kind: Kind) -> Result<(Arc<Mr>, MrKeys)> {
+    if kind.max_entries == 0 || kind.max_entries > OXE_MKEY_MAX_ENTRIES {
+        return Err(EINVAL);
+    }
+    limits::admit(&drv.counters, Limit::Mr)?;
+    create_admitted(drv, pd, kind).inspect_err(|_| limits::release(&drv.counters, Limit::Mr))
+}
+
+fn create_admitted(drv: &OxeDevice, pd: PdId, kind: Kind) -> Result<(Arc<Mr>, MrKeys)> {
+    // A placeholder: a Free key grants nothing.
+    let range = Range::new(0, 1).map_err(crate::ib::error::from_core)?;
+    let pages = Pages {
+        mem: Arc::new(Memory::None, GFP_KERNEL)?,
+        npages: 0,
+        counters: drv.counters.clone(),
+    };
+    let mr = Arc::pin_init(
+        pin_init!(Mr {
+            key: AtomicU32::new(0),
+            mw_binds: AtomicU32::new(0),
+            fast: None,
+            indirect: Some(kind),
+            state <- new_spinlock_bh!(MrState {
+                access: Access::empty(),
+                range,
+                start: 0,
+                pd,
+                pages,
+                layout: None,
+                revoked: false,
+                free: true,
+            }),
+            rereg <- kernel::new_mutex!(()),
+            faults: crate::odp::FaultStats::default(),
+        }),
+        GFP_KERNEL,
+    )?;
+    let key = drv.keys.insert(&mr)?;
+    mr.key.store(key.raw(), Ordering::Release);
+    inc(&drv.counters.mr_reg);
+    let keys = mr.keys(&mr.state.lock());
+    Ok((mr, keys))
+}
+
+/// An `OXE_WR_MKEY_CONFIGURE`'s operands, as the WQE carries them.
+pub(crate) struct ConfigReq<'a> {
+    /// The key as the provider knows it.
+    pub(crate) key: u32,
+    /// IBV_ACCESS_* the key grants.
+    pub(crate) access: u64,
+    /// Rounds of an interleaved layout, 0 for a list.
+    pub(crate) repeat: u32,
+    /// The SGE slots: a list's entries, or an interleaved layout's in
+    /// pairs.
+    pub(crate) slots: &'a [OxeSge],
+}
+
+impl ConfigReq<'_> {
+    /// The entries the slots describe.
+    fn entries(&self) -> Result<KVec<Entry>, Refused> {
+        let mut out = KVec::new();
+        if self.repeat == 0 {
+            for s in self.slots {
+                let e = Entry {
+                    key: s.lkey,
+                    addr: s.addr,
+                    len: s.length,
+                    skip: 0,
+                };
+                out.push(e, GFP_ATOMIC).map_err(|_| Refused)?;
+            }
+        } else {
+            if self.slots.len() % 2 != 0 {
+                return Err(Refused);
+            }
+            for pair in self.slots.chunks_exact(2) {
+                let [s, t] = pair else {
+                    return Err(Refused);
+                };
+                if t.addr != 0 || t.lkey != 0 {
+                    return Err(Refused);
+                }
+                let e = Entry {
+                    key: s.lkey,
+                    addr: s.addr,
+                    len: s.length,
+                    skip: t.length,
+                };
+                out.push(e, GFP_ATOMIC).map_err(|_| Refused)?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Executes an `OXE_WR_MKEY_CONFIGURE` from the send queue of a QP of PD
+/// `pd` (module doc for the checks).
+pub(crate) fn configure(drv: &OxeDevice, pd: PdId, req: &ConfigReq<'_>) -> Result<(), Refused> {
+    let mr = drv.keys.lookup(req.key).ok_or(Refused)?;
+    let kind = mr.indirect.ok_or(Refused)?;
+    let access = u32::try_from(req.access).map_err(|_| Refused)?;
+    let access = Access::validate_for_mr(access, INDIRECT_ACCESS).map_err(|_| Refused)?;
+    let entries = req.entries()?;
+    if entries.is_empty() || entries.len() > kind.max_entries as usize {
+        return Err(Refused);
+    }
+    let repeat = req.repeat.max(1);
+    let total = layout::total(&entries, repeat).ok_or(Refused)?;
+    let range = Range::new(0, total).map_err(|_| Refused)?;
+    let mut depth = 1;
+    for e in entries.iter().filter(|e| e.len != 0) {
+        let (addr, len) = e.extent(repeat).ok_or(Refused)?;
+        let child = drv.keys.lookup(e.key).ok_or(Refused)?;
+        let d = child.grants(pd, access, addr, len).ok_or(Refused)?;
+        depth = depth.max(d + 1);
+    }
+    if depth > OXE_MKEY_MAX_DEPTH {
+        return Err(Refused);
+    }
+    let layout = Arc::new(
+        Layout {
+            entries,
+            repeat,
+            interleaved: req.repeat != 0,
+            depth,
+        },
+        GFP_ATOMIC,
+    )
+    .map_err(|_| Refused)?;
+    let mut st = mr.state.lock();
+    if st.revoked || !st.free || st.pd != pd {
+        return Err(Refused);
+    }
+    st.access = access;
+    st.range = range;
+    st.layout = Some(layout);
+    st.free = false;
+    drop(st);
+    inc(&drv.counters.mkey_configure);
+    Ok(())
+}
+
+impl Mr {
+    /// Whether `[addr, addr + len)` of this key may be an entry of an
+    /// indirect key of PD `pd` granting `access`: Valid, of the PD, granting
+    /// every right `access` does, holding the span. Some(the levels of
+    /// indirect keys below the entry: 0 for an MR).
+    fn grants(&self, pd: PdId, access: Access, addr: u64, len: u64) -> Option<u32> {
+        let st = self.state.lock();
+        st.admit(pd, None).ok()?;
+        let needed = access.bits() & !Access::RELAXED_ORDERING.bits();
+        if !st.access.contains(Access::from_bits_unchecked(needed)) {
+            return None;
+        }
+        if len != 0 && !st.range.contains(addr, len) {
+            return None;
+        }
+        Some(st.layout.as_ref().map_or(0, |l| l.depth))
+    }
+
+    /// For an access of `len` bytes at `iova` for `op` through a QP of PD
+    /// `pd`: `None` if this is not a Valid indirect key (the caller goes
+    /// on with [`Mr::access`], which checks everything); else the checks
+    /// of the key itself (PD, rights unless a window's stand in, bounds,
+    /// atomic alignment), and the layout with the offset of `iova` in it.
+    pub(crate) fn layout_for(
+        &self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        op: AccessOp,
+        check_rights: bool,
+    ) -> Option<core::result::Result<(Arc<Layout>, u64), super::Denied>> {
+        self.indirect?;
+        let st = self.state.lock();
+        let layout = st.layout.clone()?;
+        Some(
+            st.check(pd, iova, len, op, check_rights)
+                .map(|off| (layout, off)),
+        )
+    }
+
+    /// Whether a peer's SEND with Invalidate may name this key: any
+    /// fast-registration MR, an indirect key created for it.
+    pub(crate) fn remotely_invalidable(&self) -> bool {
+        self.fast.is_some() || self.indirect.is_some_and(|k| k.remote_invalidate)
+    }
+}
+
+/// `rdma -dd resource show mr`'s and debugfs's view of a layout: its
+/// shape and entries, one line each.
+pub(crate) fn describe(l: &Layout, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    match l.repeat() {
+        None => writeln!(
+            w,
+            "layout list, {} entries, depth {}",
+            l.entries.len(),
+            l.depth
+        )?,
+        Some(r) => writeln!(
+            w,
+            "layout interleaved, {} entries x {} rounds, depth {}",
+            l.entries.len(),
+            r,
+            l.depth
+        )?,
+    }
+    for (i, e) in l.entries.iter().enumerate() {
+        writeln!(
+            w,
+            "  entry {i}: key {:#010x} addr {:#x} len {} skip {}",
+            e.key, e.addr, e.len, e.skip
+        )?;
+    }
+    Ok(())
+}
+
+/// Brings in the ODP pages behind `[iova, iova + len)` of `mr`, following
+/// an indirect key's layout down to the MRs (process context). `depth`
+/// levels were followed already.
+pub(crate) fn fault(
+    drv: &OxeDevice,
+    mr: &Arc<Mr>,
+    iova: u64,
+    len: u64,
+    write: bool,
+    mode: crate::ib::odp::FaultMode,
+    depth: u32,
+) -> Result {
+    let layout = {
+        let st = mr.state.lock();
+        match (&st.layout, mr.indirect) {
+            (Some(l), Some(_)) if st.range.contains(iova, len) => Some(l.clone()),
+            (_, Some(_)) => return Err(EFAULT),
+            _ => None,
+        }
+    };
+    let Some(layout) = layout else {
+        return mr.fault(iova, len, write, mode);
+    };
+    if depth >= OXE_MKEY_MAX_DEPTH {
+        return Err(EFAULT);
+    }
+    layout
+        .walk(iova, len, |p| {
+            // A pinned entry has nothing to bring in.
+            match drv.keys.lookup(p.key) {
+                Some(child) => match fault(drv, &child, p.addr, p.len, write, mode, depth + 1) {
+                    Err(e) if e != EINVAL => Err(e),
+                    _ => Ok(()),
+                },
+                None => Err(EFAULT),
+            }
+        })
+        .unwrap_or(Err(EFAULT))
+}
