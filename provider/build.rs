@@ -46,6 +46,16 @@ fn main() {
     // Like rdma-core's own providers: every symbol must resolve at link time
     // (the ibv_cmd_* helpers live in libibverbs' IBVERBS_PRIVATE_59 node).
     println!("cargo:rustc-cdylib-link-arg=-Wl,--no-undefined");
+    // The direct verbs' version node (`src/ffi/oxedv.rs` binds each symbol
+    // to it), and the name the library is installed under, which programs
+    // linked against it record.
+    let map = Path::new(env!("CARGO_MANIFEST_DIR")).join("liboxe.map");
+    println!("cargo:rerun-if-changed={}", map.display());
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
+        map.display()
+    );
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,liboxe-rdmav59.so");
 }
 
 /// The configured in-place rdma-core v59 tree, from `OXE_RDMA_CORE`.

@@ -2,7 +2,8 @@
 /*
  * oxe direct verbs: what oxe offers beyond the standard verbs, exported by the
  * oxe provider (liboxe-rdmav59.so) as mlx5's direct verbs are by libmlx5.
- * Link against the provider, or dlopen it and look the symbols up.
+ * Link against the provider, or dlopen it and look the symbols up. Every
+ * symbol here has symbol version OXEDV_1.0.
  */
 #ifndef OXEDV_H
 #define OXEDV_H

@@ -80,10 +80,25 @@ fn declared_direct_verbs() -> BTreeSet<String> {
 #[test]
 fn exports_exactly_the_direct_verbs() {
     let defined = tool("nm", &["-D", "--defined-only"]);
-    let exported: BTreeSet<String> = defined
+    // "addr T name@@OXEDV_1.0"; the version node itself is an absolute
+    // symbol ("A OXEDV_1.0").
+    let symbols: Vec<(&str, &str)> = defined
         .lines()
-        .filter_map(|l| l.split_whitespace().nth(2))
-        .map(|s| s.split('@').next().unwrap_or(s).to_owned())
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().skip(1);
+            Some((w.next()?, w.next()?))
+        })
+        .filter(|(kind, _)| *kind != "A")
+        .collect();
+    for (_, s) in &symbols {
+        assert!(
+            s.ends_with("@@OXEDV_1.0"),
+            "{s}: every direct verb has version OXEDV_1.0 (liboxe.map)"
+        );
+    }
+    let exported: BTreeSet<String> = symbols
+        .iter()
+        .map(|(_, s)| s.split('@').next().unwrap_or(s).to_owned())
         .collect();
     let declared = declared_direct_verbs();
     assert!(declared.contains("oxedv_create_qp"), "{declared:?}");

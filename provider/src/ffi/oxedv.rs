@@ -18,6 +18,22 @@ use crate::verbs;
 
 const EINVAL: c_int = Errno::EINVAL.to_i32();
 
+// Every direct verb is versioned, as libmlx5's are: `OXEDV_1.0` is defined
+// by `liboxe.map` (passed to the linker by build.rs), and these directives
+// bind each symbol to it as its default version. rustc hands the linker a
+// version script of its own, which leaves exported symbols unversioned, so
+// the map alone does not do it. A later incompatible change gets a new
+// node, and programs linked against this one keep finding theirs.
+core::arch::global_asm!(
+    ".symver oxedv_is_supported, oxedv_is_supported@@@OXEDV_1.0",
+    ".symver oxedv_query_device, oxedv_query_device@@@OXEDV_1.0",
+    ".symver oxedv_create_qp, oxedv_create_qp@@@OXEDV_1.0",
+    ".symver oxedv_create_mkey, oxedv_create_mkey@@@OXEDV_1.0",
+    ".symver oxedv_destroy_mkey, oxedv_destroy_mkey@@@OXEDV_1.0",
+    ".symver oxedv_wr_mr_list, oxedv_wr_mr_list@@@OXEDV_1.0",
+    ".symver oxedv_wr_mr_interleaved, oxedv_wr_mr_interleaved@@@OXEDV_1.0",
+);
+
 /// Whether `context` is open on an oxe device.
 ///
 /// # Safety
