@@ -71,6 +71,9 @@ pub(crate) struct Mr {
     /// What the driver did for the MR's ODP memory: faults the data path
     /// deferred and how long they waited, prefetches.
     pub(crate) faults: crate::odp::FaultStats,
+    /// An indirect key: accesses following its layout right now
+    /// (`indirect::Walking`), which an invalidation waits for.
+    walkers: AtomicU32,
 }
 
 struct MrState {
@@ -653,6 +656,7 @@ fn reg_admitted(
             }),
             rereg <- kernel::new_mutex!(()),
             faults: crate::odp::FaultStats::default(),
+            walkers: AtomicU32::new(0),
         }),
         GFP_KERNEL,
     )?;

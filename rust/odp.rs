@@ -186,10 +186,10 @@ impl OxeDevice {
             // would; another failure leaves it untranslated, to try again.
             // (Through an indirect key, the MRs its layout names fault.)
             use crate::mr::indirect::fault;
-            let r = fault(self, &f.mr, f.iova, f.len, f.write, f.mode, 0);
+            let r = fault(self, &f.mr, f.iova, f.len, f.write, f.mode);
             if r.is_ok() && f.ahead != 0 {
                 let at = f.iova + f.len;
-                let _ = fault(self, &f.mr, at, f.ahead, f.write, FaultMode::Ahead, 0);
+                let _ = fault(self, &f.mr, at, f.ahead, f.write, FaultMode::Ahead);
             }
             if let Some(t) = f.missed {
                 f.mr.faults.waited(t);

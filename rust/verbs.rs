@@ -398,7 +398,7 @@ impl MrOps<OxeDevice> for Mr {
         udata.request(&mut cmd)?;
         let cmd = OxeRegMrCmd::from_bytes(&cmd).unwrap_or_default();
         udata.respond(&crate::mr::reply())?;
-        if cmd.flags == 0 {
+        if cmd.flags == 0 && cmd.max_entries == 0 {
             return crate::mr::reg_user(
                 drv, dev, req.pd, req.start, req.length, req.iova, req.access,
             );

@@ -19,6 +19,7 @@
 
 use crate::device::OxeDevice;
 use crate::ib::kmem::KernelToken;
+use crate::ib::lock::BhOff;
 use crate::ib::memory::Memory;
 use crate::ib::objects::PdId;
 use crate::ib::umem::MmId;
@@ -54,6 +55,8 @@ struct How {
     /// message's worth of entries at once would let a peer's 2 GiB READ,
     /// through a key of one-byte entries, hold a CPU for billions of steps.
     shallow: bool,
+    /// Indirect keys followed on the way here.
+    depth: u32,
 }
 
 impl How {
@@ -61,16 +64,15 @@ impl How {
         own_rights: true,
         whole: false,
         shallow: false,
+        depth: 0,
     };
     const ATOMIC: How = How {
-        own_rights: true,
         whole: true,
-        shallow: false,
+        ..How::COPY
     };
     const CHECK: How = How {
-        own_rights: true,
-        whole: false,
         shallow: true,
+        ..How::COPY
     };
 }
 
@@ -78,27 +80,34 @@ impl How {
 /// key) for `op` by a QP of PD `pd`, as `how` says: an MR's own, under its
 /// lock, in one call; or, for an indirect key, each piece of its layout
 /// through the key its entry names, which must grant `op` too (rights
-/// intersect) and is checked again there. `depth` indirect keys were
-/// followed on the way here. The result is the last piece's (the only
-/// one's, for an atomic).
+/// intersect) and is checked again there. The result is the last piece's
+/// (the only one's, for an atomic). The pieces of one access, over every
+/// level, are at most `budget` (`indirect::MAX_PIECES`); past it the
+/// access is refused as out of bounds.
 fn follow<R: Default>(
     drv: &OxeDevice,
     mr: &Arc<Mr>,
     pd: PdId,
-    (iova, len, op): (u64, u64, AccessOp),
+    span: (u64, u64, AccessOp),
     how: How,
-    depth: u32,
+    budget: &mut u32,
     f: &mut OnMemory<'_, R>,
 ) -> Result<Result<R>, Denied> {
+    let (iova, len, op) = span;
     let rights = how.own_rights;
-    let (layout, off) = match mr.layout_for(pd, iova, len, op, rights) {
-        None => {
-            let n = usize::try_from(len).map_err(|_| Denied::Bounds)?;
-            return mr.access_as(pd, iova, len, op, rights, |m, o| f(m, o, 0..n));
-        }
+    if !mr.is_indirect() {
+        let n = usize::try_from(len).map_err(|_| Denied::Bounds)?;
+        return mr.access_as(pd, iova, len, op, rights, |m, o| f(m, o, 0..n));
+    }
+    // Softirqs off for the whole walk: an invalidation of the key waits
+    // for it (`indirect::Walking`).
+    let bh = BhOff::new();
+    let (layout, off) = match mr.layout_for(&bh, pd, span, rights) {
+        // Free: refused by the checks every MR access makes.
+        None => return mr.access_as(pd, iova, len, op, rights, |_, _| Ok(R::default())),
         Some(r) => r?,
     };
-    if depth >= OXE_MKEY_MAX_DEPTH {
+    if how.depth >= OXE_MKEY_MAX_DEPTH {
         return Err(Denied::Rights);
     }
     if how.shallow {
@@ -111,23 +120,27 @@ fn follow<R: Default>(
         let mut pieces = 0u32;
         let _ = layout.walk(off, len, |_| -> Result<(), ()> {
             pieces += 1;
+            if pieces > 1 {
+                return Err(());
+            }
             Ok(())
         });
         if pieces != 1 {
             return Err(Denied::Alignment);
         }
     }
+    let inner = How {
+        own_rights: true,
+        depth: how.depth + 1,
+        ..how
+    };
     let mut last = R::default();
     let walked = layout.walk(off, len, |p| {
+        *budget = budget.checked_sub(1).ok_or(Stop::Denied(Denied::Bounds))?;
         let child = drv.keys.lookup(p.key).ok_or(Stop::Denied(Denied::Rights))?;
         let at = usize::try_from(p.at).map_err(|_| Stop::Denied(Denied::Bounds))?;
-        let span = (p.addr, p.len, op);
         let mut g = |m: &Memory, o: u64, r: Range<usize>| f(m, o, r.start + at..r.end + at);
-        let inner = How {
-            own_rights: true,
-            ..how
-        };
-        match follow(drv, &child, pd, span, inner, depth + 1, &mut g) {
+        match follow(drv, &child, pd, (p.addr, p.len, op), inner, budget, &mut g) {
             Err(d) => Err(Stop::Denied(d)),
             Ok(Err(e)) => Err(Stop::Failed(e)),
             Ok(Ok(v)) => {
@@ -142,6 +155,19 @@ fn follow<R: Default>(
         Some(Err(Stop::Failed(e))) => Ok(Err(e)),
         Some(Ok(())) => Ok(Ok(last)),
     }
+}
+
+/// [`follow`] from the key an access names, with a fresh budget.
+fn follow_key<R: Default>(
+    drv: &OxeDevice,
+    mr: &Arc<Mr>,
+    pd: PdId,
+    span: (u64, u64, AccessOp),
+    how: How,
+    f: &mut OnMemory<'_, R>,
+) -> Result<Result<R>, Denied> {
+    let mut budget = crate::mr::indirect::MAX_PIECES;
+    follow(drv, mr, pd, span, how, &mut budget, f)
 }
 
 /// The lkey kernel consumers use for kernel virtual addresses (the PD's
@@ -187,7 +213,7 @@ impl Local<'_> {
         how: How,
         f: &mut OnMemory<'_, ()>,
     ) -> core::result::Result<Result<()>, Denied> {
-        follow(self.drv, mr, self.pd, (addr, n, op), how, 0, f)
+        follow_key(self.drv, mr, self.pd, (addr, n, op), how, f)
     }
 
     /// Walks the SGE list from byte `off` over `len` bytes, calling `f` for
@@ -334,7 +360,10 @@ impl Local<'_> {
                 return Ok(());
             };
             let span = (addr, n as u64, AccessOp::LocalWrite);
-            let r = self.access(&mr, span, How::CHECK, &mut |m, o, r| {
+            // Every piece probed (at most a packet's worth here): an ODP
+            // page missing behind an indirect key is faulted before the
+            // WQE is taken, as for an MR's own.
+            let r = self.access(&mr, span, How::COPY, &mut |m, o, r| {
                 m.probe(o, r.len() as u64, true)
             });
             match self.placed(&mr, addr, n, 0, true, r) {
@@ -450,7 +479,7 @@ impl Target {
             own_rights: self.window.is_none(),
             ..how
         };
-        follow(r.drv, &self.mr, r.pd, span, how, 0, f)
+        follow_key(r.drv, &self.mr, r.pd, span, how, f)
     }
 }
 
@@ -517,7 +546,10 @@ impl Remote<'_> {
     /// reading; an ODP page that is not queues its fault ([`Denied::Fault`]).
     pub(crate) fn ready(&self, t: &Target, va: u64, len: u64) -> Result<(), Denied> {
         let span = (va, len, AccessOp::RemoteRead);
-        let r = t.access(self, span, How::CHECK, &mut |m, o, r| {
+        // Through an indirect key, the first `indirect::MAX_PIECES` pieces
+        // are probed; a READ cut finer finds any later miss packet by
+        // packet.
+        let r = t.access(self, span, How::COPY, &mut |m, o, r| {
             m.probe(o, r.len() as u64, false)
         })?;
         self.placed(t, (va, len, 0), false, r, Denied::Bounds)

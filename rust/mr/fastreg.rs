@@ -102,6 +102,7 @@ fn alloc_admitted(drv: &OxeDevice, pd: PdId, kind: FastKind) -> Result<(Arc<Mr>,
             }),
             rereg <- kernel::new_mutex!(()),
             faults: crate::odp::FaultStats::default(),
+            walkers: AtomicU32::new(0),
         }),
         GFP_KERNEL,
     )?;
@@ -221,11 +222,12 @@ pub(crate) fn invalidate(
         return Err(Refused);
     }
     st.free = true;
-    // An indirect key lets its layout go; an access that took it first
-    // finishes with it.
     let layout = st.layout.take();
     drop(st);
     drop(layout);
+    // An indirect key: accesses already following its layout finish
+    // first, as copies under an MR's lock do (`indirect::Walking`).
+    mr.wait_for_walkers();
     inc(match by {
         Invalidator::Local => &drv.counters.mr_local_inv,
         Invalidator::Remote => &drv.counters.mr_remote_inv,

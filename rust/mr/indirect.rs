@@ -24,22 +24,35 @@
 //! keeps another MR's pages pinned, and two keys naming each other form no
 //! cycle of references; the depth limit ([`OXE_MKEY_MAX_DEPTH`]) is
 //! checked when configuring and again on every access, so a cycle made by
-//! reconfiguring a key still ends.
+//! reconfiguring a key still ends. One access crosses at most
+//! [`MAX_PIECES`] pieces, at every level together: a layout of one-byte
+//! entries cannot make one packet cost thousands of lookups in softirq.
+//!
+//! An access following a key's layout counts itself in the key
+//! ([`Walking`]), with softirqs off on its CPU so that it cannot be
+//! interrupted by one; an invalidation waits for the count to drop to zero
+//! after the key is Free, so a copy through the key in progress finishes
+//! first and none starts after, as for an MR under its lock. An entry
+//! being invalidated is not fenced by the keys naming it: as with mlx5,
+//! an application invalidating an MR an indirect key names must first be
+//! done with the key.
 
 #![deny(unsafe_code)]
 
 use super::{Mr, MrState, Pages};
 use crate::counters::inc;
 use crate::device::OxeDevice;
-use crate::ib::lock::new_spinlock_bh;
+use crate::ib::lock::{new_spinlock_bh, BhOff};
 use crate::ib::memory::Memory;
 use crate::ib::mr::MrKeys;
 use crate::ib::objects::PdId;
+use crate::ib::odp::FaultMode;
 use crate::limits::{self, Kind as Limit};
 use crate::mw::Refused;
 use crate::oxe_core::abi::{OxeSge, OXE_MKEY_MAX_DEPTH, OXE_MKEY_MAX_ENTRIES};
 use crate::oxe_core::layout::{self, Entry, Piece};
 use crate::oxe_core::{Access, AccessOp, Range};
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -52,6 +65,9 @@ const INDIRECT_ACCESS: u32 = Access::LOCAL_WRITE.bits()
     | Access::REMOTE_READ.bits()
     | Access::REMOTE_ATOMIC.bits()
     | Access::RELAXED_ORDERING.bits();
+
+/// The most pieces one access may be cut into, over all levels.
+pub(crate) const MAX_PIECES: u32 = 1024;
 
 /// What kind of indirect key, fixed at creation.
 #[derive(Clone, Copy)]
@@ -134,6 +150,7 @@ fn create_admitted(drv: &OxeDevice, pd: PdId, kind: Kind) -> Result<(Arc<Mr>, Mr
             }),
             rereg <- kernel::new_mutex!(()),
             faults: crate::odp::FaultStats::default(),
+            walkers: AtomicU32::new(0),
         }),
         GFP_KERNEL,
     )?;
@@ -158,11 +175,18 @@ pub(crate) struct ConfigReq<'a> {
 }
 
 impl ConfigReq<'_> {
-    /// The entries the slots describe.
-    fn entries(&self) -> Result<KVec<Entry>, Refused> {
-        let mut out = KVec::new();
+    /// The entries the slots describe, at most `max` of them, but for the
+    /// empty ones, which add nothing to the key and are left out (their
+    /// keys are not looked at either).
+    fn entries(&self, max: u32) -> Result<KVec<Entry>, Refused> {
+        let per_entry = if self.repeat == 0 { 1 } else { 2 };
+        let n = self.slots.len() / per_entry;
+        if n == 0 || n > max as usize || self.slots.len() % per_entry != 0 {
+            return Err(Refused);
+        }
+        let mut out = KVec::with_capacity(n, GFP_ATOMIC).map_err(|_| Refused)?;
         if self.repeat == 0 {
-            for s in self.slots {
+            for s in self.slots.iter().filter(|s| s.length != 0) {
                 let e = Entry {
                     key: s.lkey,
                     addr: s.addr,
@@ -172,15 +196,15 @@ impl ConfigReq<'_> {
                 out.push(e, GFP_ATOMIC).map_err(|_| Refused)?;
             }
         } else {
-            if self.slots.len() % 2 != 0 {
-                return Err(Refused);
-            }
             for pair in self.slots.chunks_exact(2) {
                 let [s, t] = pair else {
                     return Err(Refused);
                 };
                 if t.addr != 0 || t.lkey != 0 {
                     return Err(Refused);
+                }
+                if s.length == 0 {
+                    continue;
                 }
                 let e = Entry {
                     key: s.lkey,
@@ -202,15 +226,12 @@ pub(crate) fn configure(drv: &OxeDevice, pd: PdId, req: &ConfigReq<'_>) -> Resul
     let kind = mr.indirect.ok_or(Refused)?;
     let access = u32::try_from(req.access).map_err(|_| Refused)?;
     let access = Access::validate_for_mr(access, INDIRECT_ACCESS).map_err(|_| Refused)?;
-    let entries = req.entries()?;
-    if entries.is_empty() || entries.len() > kind.max_entries as usize {
-        return Err(Refused);
-    }
+    let entries = req.entries(kind.max_entries)?;
     let repeat = req.repeat.max(1);
     let total = layout::total(&entries, repeat).ok_or(Refused)?;
     let range = Range::new(0, total).map_err(|_| Refused)?;
     let mut depth = 1;
-    for e in entries.iter().filter(|e| e.len != 0) {
+    for e in entries.iter() {
         let (addr, len) = e.extent(repeat).ok_or(Refused)?;
         let child = drv.keys.lookup(e.key).ok_or(Refused)?;
         let d = child.grants(pd, access, addr, len).ok_or(Refused)?;
@@ -260,32 +281,85 @@ impl Mr {
         Some(st.layout.as_ref().map_or(0, |l| l.depth))
     }
 
+    /// Whether this is an indirect key.
+    pub(crate) fn is_indirect(&self) -> bool {
+        self.indirect.is_some()
+    }
+
     /// For an access of `len` bytes at `iova` for `op` through a QP of PD
     /// `pd`: `None` if this is not a Valid indirect key (the caller goes
-    /// on with [`Mr::access`], which checks everything); else the checks
+    /// on with `Mr::access_as`, which checks everything); else the checks
     /// of the key itself (PD, rights unless a window's stand in, bounds,
     /// atomic alignment), and the layout with the offset of `iova` in it.
-    pub(crate) fn layout_for(
-        &self,
+    /// `_bh`: softirqs are off on this CPU for as long as the walk lives.
+    pub(crate) fn layout_for<'a>(
+        &'a self,
+        _bh: &'a BhOff,
         pd: PdId,
-        iova: u64,
-        len: u64,
-        op: AccessOp,
+        (iova, len, op): (u64, u64, AccessOp),
         check_rights: bool,
-    ) -> Option<core::result::Result<(Arc<Layout>, u64), super::Denied>> {
+    ) -> Option<core::result::Result<(Walking<'a>, u64), super::Denied>> {
         self.indirect?;
         let st = self.state.lock();
         let layout = st.layout.clone()?;
-        Some(
-            st.check(pd, iova, len, op, check_rights)
-                .map(|off| (layout, off)),
-        )
+        let off = match st.check(pd, iova, len, op, check_rights) {
+            Ok(off) => off,
+            Err(d) => return Some(Err(d)),
+        };
+        // Counted under the lock an invalidation makes the key Free
+        // under: it either sees this walk, or this walk saw it Free.
+        self.walkers.fetch_add(1, Ordering::AcqRel);
+        let walk = Walking {
+            layout,
+            walkers: &self.walkers,
+            _bh: PhantomData,
+        };
+        Some(Ok((walk, off)))
+    }
+
+    /// Returns once no access follows this key's layout any more.
+    pub(super) fn wait_for_walkers(&self) {
+        // Walks are short (at most MAX_PIECES pieces, no sleeping) and
+        // run with softirqs off, so none is held up on this CPU by the
+        // wait, whatever context it runs in.
+        while self.walkers.load(Ordering::Acquire) != 0 {
+            core::hint::spin_loop();
+        }
+    }
+
+    /// The PD of a key still registered, for a fault through a layout.
+    fn pd_if_live(&self) -> Option<PdId> {
+        let st = self.state.lock();
+        (!st.revoked && !st.free).then_some(st.pd)
     }
 
     /// Whether a peer's SEND with Invalidate may name this key: any
     /// fast-registration MR, an indirect key created for it.
     pub(crate) fn remotely_invalidable(&self) -> bool {
         self.fast.is_some() || self.indirect.is_some_and(|k| k.remote_invalidate)
+    }
+}
+
+/// An access following an indirect key's layout: the layout it took, and
+/// its place in the key's count of walks, given back when it ends.
+pub(crate) struct Walking<'a> {
+    layout: Arc<Layout>,
+    walkers: &'a AtomicU32,
+    /// Softirqs are off on the CPU for the walk's whole life.
+    _bh: PhantomData<&'a BhOff>,
+}
+
+impl core::ops::Deref for Walking<'_> {
+    type Target = Layout;
+
+    fn deref(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+impl Drop for Walking<'_> {
+    fn drop(&mut self) {
+        self.walkers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -318,40 +392,62 @@ pub(crate) fn describe(l: &Layout, w: &mut impl core::fmt::Write) -> core::fmt::
 }
 
 /// Brings in the ODP pages behind `[iova, iova + len)` of `mr`, following
-/// an indirect key's layout down to the MRs (process context). `depth`
-/// levels were followed already.
+/// an indirect key's layout down to the MRs of its PD (process context),
+/// as `mode` says; read-ahead stops at the key's end. At most
+/// [`MAX_PIECES`] pieces are faulted: a demand fault is one access, which
+/// the data path bounds the same way, and read-ahead is best effort.
 pub(crate) fn fault(
     drv: &OxeDevice,
     mr: &Arc<Mr>,
     iova: u64,
     len: u64,
     write: bool,
-    mode: crate::ib::odp::FaultMode,
-    depth: u32,
+    mode: FaultMode,
 ) -> Result {
-    let layout = {
+    let mut budget = MAX_PIECES;
+    fault_at(drv, mr, None, (iova, len, write, mode), 0, &mut budget)
+}
+
+fn fault_at(
+    drv: &OxeDevice,
+    mr: &Arc<Mr>,
+    pd: Option<PdId>,
+    (iova, len, write, mode): (u64, u64, bool, FaultMode),
+    depth: u32,
+    budget: &mut u32,
+) -> Result {
+    if !mr.is_indirect() {
+        // An entry's MR must still be of the key's PD.
+        if pd.is_some_and(|pd| mr.pd_if_live() != Some(pd)) {
+            return Err(EFAULT);
+        }
+        return mr.fault(iova, len, write, mode);
+    }
+    let (layout, len, own_pd) = {
         let st = mr.state.lock();
-        match (&st.layout, mr.indirect) {
-            (Some(l), Some(_)) if st.range.contains(iova, len) => Some(l.clone()),
-            (_, Some(_)) => return Err(EFAULT),
-            _ => None,
+        let len = match mode {
+            FaultMode::Ahead => len.min(st.range.end().saturating_sub(iova)),
+            _ => len,
+        };
+        match &st.layout {
+            Some(l) if !st.revoked && len != 0 && st.range.contains(iova, len) => {
+                (l.clone(), len, st.pd)
+            }
+            _ => return Err(EFAULT),
         }
     };
-    let Some(layout) = layout else {
-        return mr.fault(iova, len, write, mode);
-    };
-    if depth >= OXE_MKEY_MAX_DEPTH {
+    if depth >= OXE_MKEY_MAX_DEPTH || pd.is_some_and(|pd| pd != own_pd) {
         return Err(EFAULT);
     }
     layout
         .walk(iova, len, |p| {
-            // A pinned entry has nothing to bring in.
-            match drv.keys.lookup(p.key) {
-                Some(child) => match fault(drv, &child, p.addr, p.len, write, mode, depth + 1) {
-                    Err(e) if e != EINVAL => Err(e),
-                    _ => Ok(()),
-                },
-                None => Err(EFAULT),
+            *budget = budget.checked_sub(1).ok_or(EFAULT)?;
+            let child = drv.keys.lookup(p.key).ok_or(EFAULT)?;
+            let span = (p.addr, p.len, write, mode);
+            match fault_at(drv, &child, Some(own_pd), span, depth + 1, budget) {
+                // A pinned entry has nothing to bring in.
+                Err(e) if e != EINVAL => Err(e),
+                _ => Ok(()),
             }
         })
         .unwrap_or(Err(EFAULT))

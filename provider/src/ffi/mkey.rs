@@ -143,8 +143,9 @@ unsafe extern "C" fn oxedv_create_mkey(
     }
     mk.mkey.lkey = mk.vmr.ibv_mr.lkey;
     mk.mkey.rkey = mk.vmr.ibv_mr.rkey;
-    // Given back by `oxedv_destroy_mkey`.
-    &raw mut Box::leak(mk).mkey
+    // The whole `OxeMkey`, which starts with the `oxedv_mkey`: given back
+    // to `Box::from_raw` by `oxedv_destroy_mkey`.
+    Box::into_raw(mk).cast::<sys::oxedv_mkey>()
 }
 
 /// `oxedv_destroy_mkey()`: the key stops resolving at once. A key the
@@ -165,7 +166,8 @@ unsafe extern "C" fn oxedv_destroy_mkey(mkey: *mut sys::oxedv_mkey) -> c_int {
     if ret != 0 {
         return errno_ret(ret);
     }
-    // SAFETY: the kernel object is gone and `mk` came from `Box::into_raw`.
+    // SAFETY: the kernel object is gone, and `mk` is the pointer
+    // `oxedv_create_mkey` took from `Box::into_raw`, to the whole struct.
     drop(unsafe { Box::from_raw(mk) });
     0
 }
