@@ -138,10 +138,14 @@ test:
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
 		echo "$$p passed, $$f failed"; [ $$f = 0 ]
 
-# Benchmarks (never timed tests): MR registration and perftest on oxe and rxe, same guest.
+# Benchmarks (never timed tests): MR registration and perftest on oxe and rxe, same guest;
+# oxe's indirect keys against what they replace.
 bench: module-plain provider guest-tools
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -o build/mr_bench qemu-test/bench/mr_bench.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -Wl,-rpath,$$rc/build/lib
+	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/mkey_bench qemu-test/bench/mkey_bench.c \
+		-Iprovider/include -I$$rc/build/include -L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs \
+		-Wl,-rpath,$$rc/build/lib
 	@qemu-test/vm.sh bench plain
 	@qemu-test/bench/report.py $(RESULTS)
 

@@ -7,8 +7,9 @@ Every figure is a ratio of oxe to rxe measured in the same guest in the same
 run: absolute numbers under TCG mean little. Inputs: bench-mr-{oxe0,rxe0}.json
 (mr_bench), bench-touch-{oxe0,rxe0}.json (mr_bench --touch: ODP faults on the
 data path), bench-perf-{oxe,rxe}.json (suite_bench_perf) and bench-nvmeof.jsonl
-(suite_bench_nvmeof: fio over NVMe-oF); a side that could not run is reported
-as missing, never as a failure.
+(suite_bench_nvmeof: fio over NVMe-oF) and bench-mkey-oxe0.json (mkey_bench:
+oxe's indirect keys against what they replace, oxe alone); a side that could
+not run is reported as missing, never as a failure.
 
 Each run is held against the previous one: the bench.json found in RESULTS_DIR
 is kept as bench.prev.json, and every oxe/rxe ratio that moved the wrong way by
@@ -193,6 +194,48 @@ def target_md(text):
     if text in (">=", "<="):
         return "—"
     return text.replace('>=', '≥').replace('<=', '≤')
+
+
+# Indirect keys (mkey_bench, oxe alone): measure, label, what it is held
+# against, and the target for measure/against.
+MKEY = [
+    ("mkey_write", "1 MiB into 256 regions: one WRITE through a key", "separate_writes", "<=", 1 / 3),
+    ("bounce", "1 MiB into 256 regions: a WRITE into a bounce buffer, then a copy",
+     "separate_writes", "<=", None),
+    ("configure_us", "configuring the key through the send queue", "reg_mr_us", "<=", 0.1),
+]
+
+
+def mkey_section(results):
+    """Each measure in µs, and its ratio to what it replaces."""
+    m = load(results / "bench-mkey-oxe0.json")
+    if not m:
+        return None
+    flat = {**m.get("scatter_us", {}), "configure_us": m.get("configure_us"),
+            "reg_mr_us": m.get("reg_mr_us")}
+    labels = {"separate_writes": "256 WRITEs", "reg_mr_us": "ibv_reg_mr of the 2 MiB"}
+    rows = []
+    for key, label, against, op, target in MKEY:
+        a, b = flat.get(key), flat.get(against)
+        ratio = round(a / b, 3) if a and b else None
+        rows.append({"measure": key, "label": label, "unit": "µs", "value": a,
+                     "against": labels[against], "against_value": b, "ratio": ratio,
+                     "target": target_text(op, target and round(target, 3)),
+                     "met": is_met(ratio, op, target)})
+    return {"rows": rows, "runs": m.get("runs")}
+
+
+def mkey_markdown(mk):
+    if not mk:
+        return ["", "Indirect keys: missing (bench-mkey-oxe0.json absent)"]
+    md = ["", "| oxe indirect keys, median µs | this | against | that | ratio | target | met |",
+          "|---|---:|---|---:|---:|---:|---|"]
+    for r in mk["rows"]:
+        met = "—" if r["met"] is None else ("yes" if r["met"] else "no")
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        md.append(f"| {r['label']} | {fmt(r['value'])} | {r['against']} | {fmt(r['against_value'])} | "
+                  f"{ratio} | {target_md(r['target'])} | {met} |")
+    return md
 
 
 # fio over NVMe-oF: measure, label, unit; oxe/rxe must reach the target.
@@ -425,17 +468,21 @@ def main(results):
     mr, perf, touch = mr_section(results), perf_section(results), touch_section(results)
     nvmeof = nvmeof_section(results)
     inline = inline_section(results)
+    mkey = mkey_section(results)
     bench = {
         "mr": mr,
         "odp_touch": touch,
         "nvmeof": nvmeof,
         "perf": perf,
         "inline_recv": inline,
+        "mkey": mkey,
         "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1,
                     "odp_first_touch_over_rxe": ">= 1.5", "odp_present_over_pinned": ">= 0.9",
                     "nvmeof_over_rxe": f">= {NVMEOF_TARGET}",
                     **{f"{k}_ratio": f"{op} {t}" for k, _, _, op, t in PERF if t is not None},
                     **{f"{k}_inline_over_noinline": f"{op} {t}" for k, op, t in INLINE
+                       if t is not None},
+                    **{f"mkey_{k}_over_{a}": target_text(op, round(t, 3)) for k, _, a, op, t in MKEY
                        if t is not None}},
         "note": "THP is on in the guest: MAP_POPULATE'd buffers are huge-page backed, so pinning is cheap; "
                 "perftest MB/s are 2^20 bytes per second",
@@ -446,7 +493,8 @@ def main(results):
     if prev:
         (results / "bench.prev.json").write_text(json.dumps(prev, indent=2) + "\n")
     (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
-    md = markdown(mr, perf, touch, nvmeof) + inline_markdown(inline) + regressions_markdown(bench["regressions"] or [], prev_when)
+    md = (markdown(mr, perf, touch, nvmeof) + inline_markdown(inline) + mkey_markdown(mkey)
+          + regressions_markdown(bench["regressions"] or [], prev_when))
     (results / "bench.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     plt = pyplot()

@@ -93,5 +93,30 @@ class InlineReceive(unittest.TestCase):
             # A direction alone is still a direction for the regression check.
             self.assertEqual(report.ratios(bench)["perf:send_lat_8"], (0.5, "lower"))
 
+class IndirectKeys(unittest.TestCase):
+    def test_each_measure_against_what_it_replaces(self):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "bench-mkey-oxe0.json").write_text(json.dumps({
+                "device": "oxe0", "runs": 3, "payload_bytes": 1 << 20, "regions": 256,
+                "scatter_us": {"mkey_write": 100.0, "separate_writes": 400.0, "bounce": 300.0},
+                "configure_us": 50.0, "reg_mr_us": 400.0}))
+            bench, md = run(Path(d), {"write_bw": 1.0}, {"write_bw": 1.0})
+            rows = {r["measure"]: r for r in bench["mkey"]["rows"]}
+            self.assertEqual(rows["mkey_write"]["ratio"], 0.25)
+            self.assertIs(rows["mkey_write"]["met"], True)
+            self.assertEqual(rows["configure_us"]["ratio"], 0.125)
+            self.assertIs(rows["configure_us"]["met"], False)
+            self.assertIsNone(rows["bounce"]["met"])
+            self.assertIn("| configuring the key through the send queue | 50.0 | "
+                          "ibv_reg_mr of the 2 MiB | 400.0 | 0.12 | ≤ 0.1 | no |", md)
+            self.assertEqual(bench["targets"]["mkey_configure_us_over_reg_mr_us"], "<= 0.1")
+
+    def test_missing_is_said(self):
+        with tempfile.TemporaryDirectory() as d:
+            bench, md = run(Path(d), {"write_bw": 1.0}, {"write_bw": 1.0})
+            self.assertIsNone(bench["mkey"])
+            self.assertIn("Indirect keys: missing", md)
+
+
 if __name__ == "__main__":
     unittest.main()

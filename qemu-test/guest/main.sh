@@ -106,6 +106,10 @@ bench)
         "$(gid_index oxe0 10.11.0.1)" "$OXE_RESULTS/bench-touch-oxe0.json"
     run_suite bench_touch_rxe0 ip netns exec peer "$OXE_TOP/build/mr_bench" --touch rxe0 \
         "$(gid_index rxe0 10.11.0.2)" "$OXE_RESULTS/bench-touch-rxe0.json"
+    # Indirect keys (oxe's own; rxe has none): one WRITE scattered through a
+    # key against the WRITEs and the bounce copy it replaces.
+    run_suite bench_mkey_oxe0 "$OXE_TOP/build/mkey_bench" oxe0 \
+        "$(gid_index oxe0 10.11.0.1)" "$OXE_RESULTS/bench-mkey-oxe0.json"
     # perftest pairs, the two types taking turns (both bind UDP 4791). oxe is
     # optional: without its data path it is recorded as missing.
     run_suite bench_perf suite_bench_perf oxe:optional rxe
