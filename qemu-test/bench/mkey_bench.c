@@ -11,8 +11,13 @@
  *   - 256 RDMA WRITEs, one per region, posted together (the last signaled);
  *   - a bounce: one 1 MiB WRITE into a contiguous buffer, then the target
  *     copies it into the regions itself.
- * Configure: configuring that key through the send queue (post, completion)
- * against ibv_reg_mr of the same 2 MiB (the bytes it spans).
+ * And, to tell the key's cost from the scatter's, one 1 MiB WRITE into the
+ * contiguous buffer directly and through a key of one entry over it.
+ * Configure: configuring that key through the send queue against ibv_reg_mr
+ * of the same 2 MiB (the bytes it spans): alone (post, doorbell, completion:
+ * a system call's round trip), and per key when BATCH keys are configured
+ * in one batch, as an application posts a configuration with the work that
+ * uses it.
  *
  * Each figure is the median of several runs in microseconds; the data is
  * checked after each scatter. Only ratios mean anything under TCG.
@@ -34,6 +39,7 @@
 #define PAYLOAD (REGION * REGIONS)
 #define SPAN (2u * PAYLOAD)
 #define RUNS 15
+#define BATCH 16
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -177,26 +183,34 @@ static int scattered(const unsigned char *target, const unsigned char *src)
 	return 1;
 }
 
-static void configure(struct oxedv_mkey *mk, struct ibv_mr *tmr, unsigned char *target)
+/* Configures the n keys in one batch, the last one signaled. */
+static void configure(struct oxedv_mkey **mk, int n, struct ibv_mr *tmr, unsigned char *target)
 {
 	struct oxedv_mr_interleaved e = { (uintptr_t)target, REGION, REGION, tmr->lkey };
+	int i;
 
 	ibv_wr_start(xa);
-	xa->wr_id = 1;
-	xa->wr_flags = IBV_SEND_SIGNALED;
-	oxedv_wr_mr_interleaved(xa, mk, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-				REGIONS, 1, &e);
+	for (i = 0; i < n; i++) {
+		xa->wr_id = 1;
+		xa->wr_flags = i == n - 1 ? IBV_SEND_SIGNALED : 0;
+		oxedv_wr_mr_interleaved(xa, mk[i], IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+					REGIONS, 1, &e);
+	}
 	if (ibv_wr_complete(xa))
 		die("configure");
 	complete("configure");
 }
 
-static void invalidate(struct oxedv_mkey *mk)
+static void invalidate(struct oxedv_mkey **mk, int n)
 {
+	int i;
+
 	ibv_wr_start(xa);
-	xa->wr_id = 2;
-	xa->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_local_inv(xa, mk->lkey);
+	for (i = 0; i < n; i++) {
+		xa->wr_id = 2;
+		xa->wr_flags = i == n - 1 ? IBV_SEND_SIGNALED : 0;
+		ibv_wr_local_inv(xa, mk[i]->lkey);
+	}
 	if (ibv_wr_complete(xa))
 		die("local_inv");
 	complete("local_inv");
@@ -213,12 +227,15 @@ static void write_one(uint32_t lkey, void *from, uint32_t len, uint32_t rkey, ui
 
 int main(int argc, char **argv)
 {
-	double t_mkey[RUNS], t_writes[RUNS], t_bounce[RUNS], t_conf[RUNS], t_reg[RUNS];
+	double t_mkey[RUNS], t_writes[RUNS], t_bounce[RUNS], t_conf[RUNS], t_batch[RUNS];
+	double t_reg[RUNS], t_flat[RUNS], t_flat_key[RUNS];
+	struct oxedv_mkey *flat;
+	struct oxedv_mkey *keys[BATCH];
 	struct ibv_device **list, *dev = NULL;
 	unsigned char *src, *target, *bounce;
 	struct ibv_mr *smr, *tmr, *bmr;
 	struct oxedv_mkey_init_attr ma;
-	struct oxedv_mkey *mk;
+	struct oxedv_mkey *mk = NULL;
 	double t0;
 	int i, n, run;
 	unsigned int r;
@@ -261,14 +278,26 @@ int main(int argc, char **argv)
 	ma = (struct oxedv_mkey_init_attr){ .pd = pd,
 					    .create_flags = OXEDV_MKEY_INIT_ATTR_FLAGS_INDIRECT,
 					    .max_entries = 1 };
-	mk = oxedv_create_mkey(&ma);
-	if (!smr || !tmr || !bmr || !mk)
+	for (i = 0; i < BATCH; i++) {
+		keys[i] = oxedv_create_mkey(&ma);
+		if (!keys[i])
+			die("oxedv_create_mkey");
+	}
+	mk = keys[0];
+	flat = oxedv_create_mkey(&ma);
+	if (!flat)
+		die("oxedv_create_mkey");
+	if (!smr || !tmr || !bmr)
 		die("registration");
 
 	for (run = 0; run < RUNS; run++) {
-		/* Configuring the key, against registering the bytes it spans. */
+		/* Configuring keys, against registering the bytes one spans. */
 		t0 = now_us();
-		configure(mk, tmr, target);
+		configure(keys, BATCH, tmr, target);
+		t_batch[run] = (now_us() - t0) / BATCH;
+		invalidate(keys, BATCH);
+		t0 = now_us();
+		configure(&mk, 1, tmr, target);
 		t_conf[run] = now_us() - t0;
 		t0 = now_us();
 		{
@@ -295,7 +324,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "mkey_bench: the WRITE through the key did not scatter\n");
 			return 1;
 		}
-		invalidate(mk);
+		invalidate(&mk, 1);
 
 		/* 256 WRITEs. */
 		memset(target, 0, SPAN);
@@ -312,6 +341,35 @@ int main(int argc, char **argv)
 			fprintf(stderr, "mkey_bench: the 256 WRITEs did not scatter\n");
 			return 1;
 		}
+
+		/* The contiguous WRITE, directly and through a key of one entry. */
+		t0 = now_us();
+		ibv_wr_start(xa);
+		write_one(smr->lkey, src, PAYLOAD, bmr->rkey, (uintptr_t)bounce, 1);
+		if (ibv_wr_complete(xa))
+			die("post");
+		complete("contiguous WRITE");
+		t_flat[run] = now_us() - t0;
+		{
+			struct ibv_sge e = { (uintptr_t)bounce, PAYLOAD, bmr->lkey };
+
+			ibv_wr_start(xa);
+			xa->wr_id = 1;
+			xa->wr_flags = IBV_SEND_SIGNALED;
+			oxedv_wr_mr_list(xa, flat, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+					 1, &e);
+			if (ibv_wr_complete(xa))
+				die("configure");
+			complete("configure");
+		}
+		t0 = now_us();
+		ibv_wr_start(xa);
+		write_one(smr->lkey, src, PAYLOAD, flat->rkey, 0, 1);
+		if (ibv_wr_complete(xa))
+			die("post");
+		complete("contiguous WRITE through a key");
+		t_flat_key[run] = now_us() - t0;
+		invalidate(&flat, 1);
 
 		/* A bounce buffer, then the target's own copy. */
 		memset(target, 0, SPAN);
@@ -336,16 +394,25 @@ int main(int argc, char **argv)
 	fprintf(out,
 		"{\"device\": \"%s\", \"runs\": %d, \"payload_bytes\": %u, \"regions\": %u,\n"
 		" \"scatter_us\": {\"mkey_write\": %.1f, \"separate_writes\": %.1f, "
-		"\"bounce\": %.1f},\n"
-		" \"configure_us\": %.1f, \"reg_mr_us\": %.1f}\n",
+		"\"bounce\": %.1f, \"contiguous_write\": %.1f, \"contiguous_key_write\": %.1f},\n"
+		" \"configure_us\": %.1f, \"configure_alone_us\": %.1f, \"batch\": %d,"
+		" \"reg_mr_us\": %.1f}\n",
 		argv[1], RUNS, PAYLOAD, REGIONS, median(t_mkey, RUNS), median(t_writes, RUNS),
-		median(t_bounce, RUNS), median(t_conf, RUNS), median(t_reg, RUNS));
+		median(t_bounce, RUNS), median(t_flat, RUNS), median(t_flat_key, RUNS),
+		median(t_batch, RUNS), median(t_conf, RUNS), BATCH,
+		median(t_reg, RUNS));
 	fclose(out);
 	printf("mkey_bench %s: 1 MiB into %u regions: one WRITE through a key %.1f us, %u WRITEs "
-	       "%.1f us, bounce %.1f us; configure %.1f us, ibv_reg_mr of 2 MiB %.1f us\n",
+	       "%.1f us, bounce %.1f us; configure %.1f us a key in batches of %d, %.1f us alone; "
+	       "ibv_reg_mr of 2 MiB %.1f us\n",
 	       argv[1], REGIONS, median(t_mkey, RUNS), REGIONS, median(t_writes, RUNS),
-	       median(t_bounce, RUNS), median(t_conf, RUNS), median(t_reg, RUNS));
-	oxedv_destroy_mkey(mk);
+	       median(t_bounce, RUNS), median(t_batch, RUNS), BATCH, median(t_conf, RUNS),
+	       median(t_reg, RUNS));
+	printf("mkey_bench %s: 1 MiB contiguous: %.1f us directly, %.1f us through a key of one "
+	       "entry\n", argv[1], median(t_flat, RUNS), median(t_flat_key, RUNS));
+	for (i = 0; i < BATCH; i++)
+		oxedv_destroy_mkey(keys[i]);
+	oxedv_destroy_mkey(flat);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(tmr);
 	ibv_dereg_mr(bmr);

@@ -99,7 +99,8 @@ class IndirectKeys(unittest.TestCase):
             (Path(d) / "bench-mkey-oxe0.json").write_text(json.dumps({
                 "device": "oxe0", "runs": 3, "payload_bytes": 1 << 20, "regions": 256,
                 "scatter_us": {"mkey_write": 100.0, "separate_writes": 400.0, "bounce": 300.0},
-                "configure_us": 50.0, "reg_mr_us": 400.0}))
+                "configure_us": 50.0, "configure_alone_us": 200.0, "batch": 16,
+                "reg_mr_us": 400.0}))
             bench, md = run(Path(d), {"write_bw": 1.0}, {"write_bw": 1.0})
             rows = {r["measure"]: r for r in bench["mkey"]["rows"]}
             self.assertEqual(rows["mkey_write"]["ratio"], 0.25)
@@ -107,8 +108,10 @@ class IndirectKeys(unittest.TestCase):
             self.assertEqual(rows["configure_us"]["ratio"], 0.125)
             self.assertIs(rows["configure_us"]["met"], False)
             self.assertIsNone(rows["bounce"]["met"])
-            self.assertIn("| configuring the key through the send queue | 50.0 | "
-                          "ibv_reg_mr of the 2 MiB | 400.0 | 0.12 | ≤ 0.1 | no |", md)
+            self.assertIn("| configuring the key through the send queue, per key in a batch of 16 | "
+                          "50.0 | ibv_reg_mr of the 2 MiB | 400.0 | 0.12 | ≤ 0.1 | no |", md)
+            self.assertEqual(rows["configure_alone_us"]["ratio"], 0.5)
+            self.assertIsNone(rows["configure_alone_us"]["met"])
             self.assertEqual(bench["targets"]["mkey_configure_us_over_reg_mr_us"], "<= 0.1")
 
     def test_missing_is_said(self):
