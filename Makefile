@@ -98,7 +98,8 @@ fuzz: deps
 		exit $${PIPESTATUS[0]}
 
 # Test programs the guest suites run, against the v59 build (a second of gcc each);
-# inline_recv_qp and mkey_qp link against the provider itself, for its direct verbs (oxedv.h).
+# inline_recv_qp, mkey_qp and rc_xfer_mkey link against the provider itself, for its direct
+# verbs (oxedv.h).
 guest-tools: provider
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/rc_xfer \
 		qemu-test/clients/rc_xfer.c -I$$rc/build/include -L$$rc/build/lib -lrdmacm -libverbs \
@@ -108,6 +109,9 @@ guest-tools: provider
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/inline_recv_qp \
 		qemu-test/clients/inline_recv_qp.c -Iprovider/include -I$$rc/build/include \
 		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib
+	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -DWITH_OXEDV -o build/rc_xfer_mkey \
+		qemu-test/clients/rc_xfer.c -Iprovider/include -I$$rc/build/include -L$$rc/build/lib \
+		-l:liboxe-rdmav59.so -lrdmacm -libverbs -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/mkey_qp \
 		qemu-test/clients/mkey_qp.c -Iprovider/include -I$$rc/build/include \
 		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib

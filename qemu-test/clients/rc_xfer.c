@@ -20,6 +20,14 @@
  * local ACK timeout of 4.096 us * 2^ACK_TIMEOUT, so that loss and reordering
  * are survivable. SECONDS bounds every wait (no progress for that long fails).
  * Sizes accept a K, M or G suffix.
+ *
+ * Built with -DWITH_OXEDV (build/rc_xfer_mkey, linked against the oxe
+ * provider), the server takes -k GID_INDEX: it lays an oxe indirect key
+ * over its buffer (oxedv.h: 32 entries, the buffer's 32 chunks in reverse
+ * order), configured through a pair of QPs of its own connected to each
+ * other through GID_INDEX before it accepts, and gives the client that
+ * key's rkey and address 0. The peer, whatever its device, needs nothing
+ * but the rkey; the server hashes the buffer as the key orders it.
  */
 #define _GNU_SOURCE
 #include <endian.h>
@@ -36,6 +44,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
+#ifdef WITH_OXEDV
+#include "oxedv.h"
+#endif
 
 #define MAGIC_INFO 0x6f786531u /* "oxe1" */
 #define MAGIC_DONE 0x6f786532u
@@ -68,6 +80,8 @@ struct opts {
 	int ack_timeout;
 	uint64_t seed;
 	int wait_s;
+	/* -k: serve an indirect key configured through this GID index (-1: no). */
+	int key_gid;
 };
 
 struct conn {
@@ -82,6 +96,9 @@ struct conn {
 	struct ibv_mr *buf_mr;
 	struct xfer_msg send_msg, recv_msg;
 	struct ibv_mr *send_mr, *recv_mr;
+#ifdef WITH_OXEDV
+	struct oxedv_mkey *mkey;
+#endif
 };
 
 enum { WRID_WRITE = 1, WRID_SEND, WRID_RECV };
@@ -322,6 +339,10 @@ static void teardown(struct conn *c, const struct opts *o)
 		ibv_dereg_mr(c->send_mr);
 	if (c->recv_mr)
 		ibv_dereg_mr(c->recv_mr);
+#ifdef WITH_OXEDV
+	if (c->mkey)
+		oxedv_destroy_mkey(c->mkey);
+#endif
 	if (c->buf_mr)
 		ibv_dereg_mr(c->buf_mr);
 	if (c->buf && c->buf != MAP_FAILED)
@@ -352,6 +373,142 @@ static struct addrinfo *lookup(const char *addr, const char *port, bool passive)
 	}
 	return res;
 }
+
+#ifdef WITH_OXEDV
+#define KEY_CHUNKS 32
+
+/* Moves a QP of the loopback pair to RTS, connected to `dest`. */
+static int loop_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid, int gidx, uint8_t port)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		fail("loopback QP to INIT: %s", strerror(errno));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = port;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = gidx;
+	a.ah_attr.grh.hop_limit = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			  IBV_QP_MIN_RNR_TIMER))
+		fail("loopback QP to RTR: %s", strerror(errno));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		fail("loopback QP to RTS: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * The indirect key the client writes through: the buffer's KEY_CHUNKS
+ * chunks in reverse order, configured on a loopback pair of QPs of the
+ * connection's device and PD, which is gone once the key is configured.
+ */
+static int key_setup(struct conn *c, const struct opts *o)
+{
+	struct ibv_context *verbs = c->id->verbs;
+	uint8_t port = c->id->port_num ? c->id->port_num : 1;
+	uint64_t chunk = o->size / KEY_CHUNKS;
+	struct oxedv_mkey_init_attr ka = { .pd = c->pd,
+					   .create_flags = OXEDV_MKEY_INIT_ATTR_FLAGS_INDIRECT,
+					   .max_entries = KEY_CHUNKS };
+	struct ibv_qp_init_attr_ex qa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = KEY_CHUNKS,
+			 .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = c->pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+	struct ibv_sge e[KEY_CHUNKS];
+	struct ibv_qp *qa_, *qb_;
+	struct ibv_qp_ex *x;
+	struct ibv_cq *cq;
+	union ibv_gid gid;
+	struct ibv_wc wc;
+	int i, n = 0, rc = -1;
+
+	if (o->size % KEY_CHUNKS || chunk > UINT32_MAX)
+		fail("-k needs a size that is a multiple of %d", KEY_CHUNKS);
+	if (!oxedv_is_supported(verbs->device))
+		fail("-k: %s is not an oxe device", ibv_get_device_name(verbs->device));
+	if (ibv_query_gid(verbs, port, o->key_gid, &gid))
+		fail("ibv_query_gid %d: %s", o->key_gid, strerror(errno));
+	c->mkey = oxedv_create_mkey(&ka);
+	if (!c->mkey)
+		fail("oxedv_create_mkey: %s", strerror(errno));
+	cq = ibv_create_cq(verbs, 4, NULL, NULL, 0);
+	if (!cq)
+		fail("ibv_create_cq: %s", strerror(errno));
+	qa.send_cq = qa.recv_cq = cq;
+	qa_ = ibv_create_qp_ex(verbs, &qa);
+	qb_ = ibv_create_qp_ex(verbs, &qa);
+	if (!qa_ || !qb_) {
+		fprintf(stderr, "%s: ibv_create_qp_ex: %s\n", role, strerror(errno));
+		goto out;
+	}
+	if (loop_rts(qa_, qb_->qp_num, &gid, o->key_gid, port) ||
+	    loop_rts(qb_, qa_->qp_num, &gid, o->key_gid, port))
+		goto out;
+	for (i = 0; i < KEY_CHUNKS; i++)
+		e[i] = (struct ibv_sge){ (uintptr_t)c->buf + (KEY_CHUNKS - 1 - i) * chunk,
+					 (uint32_t)chunk, c->buf_mr->lkey };
+	x = ibv_qp_to_qp_ex(qa_);
+	ibv_wr_start(x);
+	x->wr_id = 1;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	oxedv_wr_mr_list(x, c->mkey, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+			 KEY_CHUNKS, e);
+	if (ibv_wr_complete(x)) {
+		fprintf(stderr, "%s: posting the key's configuration: %s\n", role, strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < 2000 && (n = ibv_poll_cq(cq, 1, &wc)) == 0; i++)
+		usleep(1000);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS) {
+		fprintf(stderr, "%s: configuring the key: %s\n", role,
+			n == 1 ? ibv_wc_status_str(wc.status) : "no completion");
+		goto out;
+	}
+	printf("server: indirect key 0x%x over the buffer, its %d chunks reversed\n",
+	       c->mkey->rkey, KEY_CHUNKS);
+	rc = 0;
+out:
+	if (qa_)
+		ibv_destroy_qp(qa_);
+	if (qb_)
+		ibv_destroy_qp(qb_);
+	ibv_destroy_cq(cq);
+	return rc;
+}
+
+/* The first `n` bytes of the buffer as the key orders them (a copy). */
+static uint8_t *key_view(struct conn *c, const struct opts *o, uint64_t n)
+{
+	uint64_t chunk = o->size / KEY_CHUNKS, at = 0;
+	uint8_t *v = malloc(n ? n : 1);
+	int i;
+
+	for (i = 0; v && i < KEY_CHUNKS && at < n; i++) {
+		uint64_t k = n - at < chunk ? n - at : chunk;
+
+		memcpy(v + at, c->buf + (KEY_CHUNKS - 1 - i) * chunk, k);
+		at += k;
+	}
+	return v;
+}
+#endif
 
 static int run_server(struct conn *c, struct opts *o)
 {
@@ -384,6 +541,16 @@ static int run_server(struct conn *c, struct opts *o)
 		.rkey = htobe32(c->buf_mr->rkey),
 		.magic = htobe32(MAGIC_INFO),
 	};
+	uint8_t *view = c->buf;
+#ifdef WITH_OXEDV
+	if (o->key_gid >= 0) {
+		if (key_setup(c, o))
+			return -1;
+		/* Indirect keys are addressed from 0. */
+		info.addr = 0;
+		info.rkey = htobe32(c->mkey->rkey);
+	}
+#endif
 	struct rdma_conn_param cp = {
 		.private_data = &info,
 		.private_data_len = sizeof(info),
@@ -411,13 +578,20 @@ static int run_server(struct conn *c, struct opts *o)
 	if (m.size > o->size)
 		fail("client wrote %" PRIu64 " bytes into a %" PRIu64 "-byte buffer", m.size, o->size);
 	double t0 = now_s();
-	uint64_t h = fnv1a64(c->buf, m.size);
+#ifdef WITH_OXEDV
+	if (o->key_gid >= 0) {
+		view = key_view(c, o, m.size);
+		if (!view)
+			fail("malloc %" PRIu64 " bytes", m.size);
+	}
+#endif
+	uint64_t h = fnv1a64(view, m.size);
 	bool match = h == m.hash;
 
 	printf("server: %" PRIu64 " bytes, client fnv1a64 0x%016" PRIx64 ", server fnv1a64 0x%016" PRIx64
 	       " (hashed in %.2f s): %s\n", m.size, m.hash, h, now_s() - t0, match ? "MATCH" : "MISMATCH");
 	if (!match) {
-		uint64_t off = first_mismatch(c->buf, m.size, m.seed);
+		uint64_t off = first_mismatch(view, m.size, m.seed);
 
 		if (off < m.size)
 			printf("server: first byte differing from the pattern at offset %" PRIu64
@@ -425,6 +599,8 @@ static int run_server(struct conn *c, struct opts *o)
 		else
 			printf("server: buffer equals the pattern; the client's hash is wrong\n");
 	}
+	if (view != c->buf)
+		free(view);
 	c->send_msg = (struct xfer_msg){
 		.size = htobe64(m.size),
 		.seed = htobe64(m.seed),
@@ -561,9 +737,15 @@ static int run_client(struct conn *c, struct opts *o)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: rc_xfer server ADDR [-p PORT] [-s SIZE] [-w SECONDS]\n"
+		"usage: rc_xfer server ADDR [-p PORT] [-s SIZE] [-w SECONDS]%s\n"
 		"       rc_xfer client ADDR [-p PORT] [-s SIZE] [-c CHUNK] [-d DEPTH]\n"
-		"                           [-t ACK_TIMEOUT] [-r SEED] [-w SECONDS]\n");
+		"                           [-t ACK_TIMEOUT] [-r SEED] [-w SECONDS]\n",
+#ifdef WITH_OXEDV
+		" [-k GID_INDEX]"
+#else
+		""
+#endif
+	);
 	exit(2);
 }
 
@@ -577,6 +759,7 @@ int main(int argc, char **argv)
 		.ack_timeout = 16,
 		.seed = 1,
 		.wait_s = 120,
+		.key_gid = -1,
 	};
 	struct conn c = { 0 };
 	int opt, rc;
@@ -590,7 +773,7 @@ int main(int argc, char **argv)
 	role = argv[1];
 	o.addr = argv[2];
 	optind = 3;
-	while ((opt = getopt(argc, argv, "p:s:c:d:t:r:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:s:c:d:t:r:w:k:")) != -1) {
 		switch (opt) {
 		case 'p': o.port = optarg; break;
 		case 's': o.size = parse_size(optarg); break;
@@ -599,6 +782,9 @@ int main(int argc, char **argv)
 		case 't': o.ack_timeout = atoi(optarg); break;
 		case 'r': o.seed = strtoull(optarg, NULL, 0); break;
 		case 'w': o.wait_s = atoi(optarg); break;
+#ifdef WITH_OXEDV
+		case 'k': o.key_gid = atoi(optarg); break;
+#endif
 		default: usage();
 		}
 	}
