@@ -12,6 +12,11 @@
  * deregistered under the key; atomics inside one entry and across two; and
  * the hw counters mkey_configure and mkey_access. Exit status 0 if every
  * check held; each failure is one line on stderr.
+ *
+ * mkey_qp --show DEV GID_INDEX: for watching by hand. Builds a list key of
+ * three entries and a key of two levels over it, writes through the second,
+ * prints where to look (debugfs, rdma resource, hw counters) and waits for
+ * Enter before it lets go of them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -635,18 +640,60 @@ static void atomics(void)
 	oxedv_destroy_mkey(mk);
 }
 
+/* The --show mode: two keys to look at, kept until Enter. */
+static int show(void)
+{
+	uint32_t rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	struct oxedv_mkey *k1 = mkey(OXEDV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 3);
+	struct oxedv_mkey *k2 = mkey(OXEDV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 2);
+	struct ibv_sge e1[3] = {
+		{ (uintptr_t)tb + 3, 7, mtb->lkey },
+		{ (uintptr_t)tb + 0x100, 5, mtb->lkey },
+		{ (uintptr_t)tb + 0x201, 9, mtb->lkey },
+	};
+	struct ibv_sge e2[2] = { { 2, 16, k1->lkey }, { (uintptr_t)tb + 0x800, 4, mtb->lkey } };
+
+	if (configure_list(k1, rw, e1, 3) != IBV_WC_SUCCESS ||
+	    configure_list(k2, rw, e2, 2) != IBV_WC_SUCCESS) {
+		fprintf(stderr, "mkey_qp: configuring the keys failed\n");
+		return 1;
+	}
+	memset(tb, '.', 0x900);
+	memcpy(src, "through-two-keys", 16);
+	memcpy(src + 16, "OXE!", 4);
+	if (write_at(k2->rkey, 0, 20) != IBV_WC_SUCCESS) {
+		fprintf(stderr, "mkey_qp: the WRITE through the keys failed\n");
+		return 1;
+	}
+	printf("key 0x%08x: a list of 3 entries over MR 0x%08x (7 B at +3, 5 B at +0x100, 9 B at +0x201)\n"
+	       "key 0x%08x: 16 bytes of key 0x%08x from its byte 2, then 4 B of the MR at +0x800\n"
+	       "a 20-byte WRITE through 0x%08x landed as: %.5s at +5, %.5s at +0x100, %.6s at +0x201, %.4s at +0x800\n\n"
+	       "  cat /sys/kernel/debug/oxe/%s/mr-%u /sys/kernel/debug/oxe/%s/mr-%u\n"
+	       "  rdma -dd resource show mr dev %s\n"
+	       "  grep . /sys/class/infiniband/%s/hw_counters/mkey_*\n\n"
+	       "Enter lets them go.\n",
+	       k1->lkey, mtb->lkey, k2->lkey, k1->lkey, k2->rkey, (char *)tb + 5, (char *)tb + 0x100,
+	       (char *)tb + 0x201, (char *)tb + 0x800, dev_name, k1->lkey >> 8, dev_name,
+	       k2->lkey >> 8, dev_name, dev_name);
+	fflush(stdout);
+	getchar();
+	oxedv_destroy_mkey(k2);
+	oxedv_destroy_mkey(k1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list, *dev = NULL;
 	long conf0, conf1;
-	int i, n;
+	int i, n, showing = argc == 4 && !strcmp(argv[1], "--show");
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: mkey_qp DEV GID_INDEX\n");
+	if (argc != 3 && !showing) {
+		fprintf(stderr, "usage: mkey_qp [--show] DEV GID_INDEX\n");
 		return 2;
 	}
-	dev_name = argv[1];
-	gid_index = atoi(argv[2]);
+	dev_name = argv[1 + showing];
+	gid_index = atoi(argv[2 + showing]);
 	list = ibv_get_device_list(&n);
 	if (!list)
 		die("ibv_get_device_list");
@@ -673,6 +720,8 @@ int main(int argc, char **argv)
 	if (!msrc || !mtb || !mro)
 		die("ibv_reg_mr");
 	fresh_pair();
+	if (showing)
+		return show();
 
 	conf0 = counter("mkey_configure");
 	creation();
