@@ -233,6 +233,14 @@ impl Mr {
             indirect_entries: st.layout.as_ref().map_or(0, |l| l.entries().len() as u32),
             indirect_rounds: st.layout.as_ref().map_or(0, |l| l.repeat().unwrap_or(1)),
             indirect_depth: st.layout.as_ref().map_or(0, |l| l.depth()),
+            indirect_first: {
+                let mut first = [(0, 0, 0, 0); crate::ib::mr::SHOWN_ENTRIES];
+                let entries = st.layout.as_ref().map_or(&[][..], |l| l.entries());
+                for (slot, e) in first.iter_mut().zip(entries) {
+                    *slot = (e.key, e.addr, e.len, e.skip);
+                }
+                first
+            },
         }
     }
 

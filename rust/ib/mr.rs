@@ -81,7 +81,14 @@ pub(crate) struct MrInfo {
     pub(crate) indirect_entries: u32,
     pub(crate) indirect_rounds: u32,
     pub(crate) indirect_depth: u32,
+    /// The first entries of an indirect key's layout, as (key, address,
+    /// length, skip); `indirect_entries` says how many there are in all.
+    pub(crate) indirect_first: [(u32, u64, u32, u32); SHOWN_ENTRIES],
 }
+
+/// How many of an indirect key's entries `rdma resource show mr` lists
+/// (debugfs lists them all).
+pub(crate) const SHOWN_ENTRIES: usize = 8;
 
 /// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
 /// Field order is drop order: the debugfs file (which points at the MR) goes first.
@@ -500,6 +507,23 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
         // SAFETY: as above; the value is a static NUL-terminated string too.
         if unsafe { b::rdma_nl_put_driver_string(msg, name.as_char_ptr(), value.as_char_ptr()) }
             != 0
+        {
+            return EMSGSIZE.to_errno();
+        }
+    }
+    const NAMES: [&core::ffi::CStr; SHOWN_ENTRIES] = [
+        c"entry0", c"entry1", c"entry2", c"entry3", c"entry4", c"entry5", c"entry6", c"entry7",
+    ];
+    let shown = (info.indirect_entries as usize).min(SHOWN_ENTRIES);
+    for (name, &(key, addr, len, skip)) in NAMES.iter().zip(&info.indirect_first).take(shown) {
+        let Ok(text) = kernel::str::CString::try_from_fmt(fmt!(
+            "key {key:#010x} addr {addr:#x} len {len} skip {skip}"
+        )) else {
+            return ENOMEM.to_errno();
+        };
+        // SAFETY: as above; `text` is NUL-terminated and outlives the call,
+        // which copies it into the message.
+        if unsafe { b::rdma_nl_put_driver_string(msg, name.as_char_ptr(), text.as_char_ptr()) } != 0
         {
             return EMSGSIZE.to_errno();
         }

@@ -59,11 +59,14 @@ use kernel::sync::Arc;
 
 /// Rights an indirect key may grant. No MW_BIND (a window over an
 /// indirect key is not offered), no ODP or HUGETLB (those describe pages,
-/// which the entries' MRs have), no flush rights.
+/// which the entries' MRs have), no FLUSH_PERSISTENT (no MR has it).
+/// FLUSH_GLOBAL, like every right, only if every entry's MR grants it: a
+/// FLUSH moves no data, so it is checked at the key alone.
 const INDIRECT_ACCESS: u32 = Access::LOCAL_WRITE.bits()
     | Access::REMOTE_WRITE.bits()
     | Access::REMOTE_READ.bits()
     | Access::REMOTE_ATOMIC.bits()
+    | Access::FLUSH_GLOBAL.bits()
     | Access::RELAXED_ORDERING.bits();
 
 /// The most pieces one access may be cut into, over all levels.
