@@ -646,33 +646,75 @@ fn reg_admitted(
     access: Access,
 ) -> Result<(Arc<Mr>, MrKeys)> {
     let pages = Pages::get(dev, &drv.counters, start, length, access)?;
-    let mr = Arc::pin_init(
-        pin_init!(Mr {
-            key: AtomicU32::new(0),
-            mw_binds: AtomicU32::new(0),
-            fast: None,
-            indirect: None,
-            state <- new_spinlock_bh!(MrState {
-                access,
-                range,
-                start,
-                pd,
-                pages,
-                layout: None,
-                revoked: false,
-                free: false,
+    let registered = MrState {
+        access,
+        range,
+        start,
+        pd,
+        pages,
+        layout: None,
+        revoked: false,
+        free: false,
+    };
+    Mr::install(drv, MrKind::User, registered)
+}
+
+/// What an MR is, fixed when it is made.
+pub(crate) enum MrKind {
+    /// Registered from user memory.
+    User,
+    /// Allocated for fast registration by a kernel consumer.
+    Fast(fastreg::FastKind),
+    /// An indirect key.
+    Indirect(indirect::Kind),
+}
+
+impl MrState {
+    /// The state of an MR made Free, over `pages` (which it does not use
+    /// until a fast registration or a configuration): no rights, and a
+    /// placeholder range that `admit` never lets an access reach.
+    fn free(pd: PdId, pages: Pages) -> Result<Self> {
+        Ok(MrState {
+            access: Access::empty(),
+            range: Range::new(0, 1).map_err(from_core)?,
+            start: 0,
+            pd,
+            pages,
+            layout: None,
+            revoked: false,
+            free: true,
+        })
+    }
+}
+
+impl Mr {
+    /// Makes an MR of `kind` in state `st`, and publishes it under a new
+    /// key: from here on, the data path can find it.
+    fn install(drv: &OxeDevice, kind: MrKind, st: MrState) -> Result<(Arc<Mr>, MrKeys)> {
+        let (fast, indirect) = match kind {
+            MrKind::User => (None, None),
+            MrKind::Fast(k) => (Some(k), None),
+            MrKind::Indirect(k) => (None, Some(k)),
+        };
+        let mr = Arc::pin_init(
+            pin_init!(Mr {
+                key: AtomicU32::new(0),
+                mw_binds: AtomicU32::new(0),
+                fast,
+                indirect,
+                state <- new_spinlock_bh!(st),
+                rereg <- kernel::new_mutex!(()),
+                faults: crate::odp::FaultStats::default(),
+                walkers: AtomicU32::new(0),
             }),
-            rereg <- kernel::new_mutex!(()),
-            faults: crate::odp::FaultStats::default(),
-            walkers: AtomicU32::new(0),
-        }),
-        GFP_KERNEL,
-    )?;
-    let key = drv.keys.insert(&mr)?;
-    mr.key.store(key.raw(), Ordering::Release);
-    inc(&drv.counters.mr_reg);
-    let keys = mr.keys(&mr.state.lock());
-    Ok((mr, keys))
+            GFP_KERNEL,
+        )?;
+        let key = drv.keys.insert(&mr)?;
+        mr.key.store(key.raw(), Ordering::Release);
+        inc(&drv.counters.mr_reg);
+        let keys = mr.keys(&mr.state.lock());
+        Ok((mr, keys))
+    }
 }
 
 /// ibv_rereg_mr, in place. Every check and the new pin happen before anything

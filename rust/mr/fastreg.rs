@@ -24,10 +24,9 @@
 
 #![deny(unsafe_code)]
 
-use super::{Mr, MrState, Pages};
+use super::{Mr, MrKind, MrState, Pages};
 use crate::counters::inc;
 use crate::device::OxeDevice;
-use crate::ib::lock::new_spinlock_bh;
 use crate::ib::memory::Memory;
 use crate::ib::mr::MrKeys;
 use crate::ib::objects::PdId;
@@ -36,7 +35,7 @@ use crate::limits::{self, Kind};
 use crate::mw::{QpTag, Refused};
 use crate::oxe_core::key::Key;
 use crate::oxe_core::{Access, Range};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -76,41 +75,12 @@ pub(crate) fn alloc(drv: &OxeDevice, pd: PdId, kind: FastKind) -> Result<(Arc<Mr
 
 fn alloc_admitted(drv: &OxeDevice, pd: PdId, kind: FastKind) -> Result<(Arc<Mr>, MrKeys)> {
     let list = PageList::new(kind.max_sg)?;
-    // A placeholder: a Free MR grants nothing (`admit` refuses it before
-    // any range is looked at).
-    let range = Range::new(0, 1).map_err(crate::ib::error::from_core)?;
     let pages = Pages {
         mem: Arc::new(Memory::Kernel(list), GFP_KERNEL)?,
         npages: 0,
         counters: drv.counters.clone(),
     };
-    let mr = Arc::pin_init(
-        pin_init!(Mr {
-            key: AtomicU32::new(0),
-            mw_binds: AtomicU32::new(0),
-            fast: Some(kind),
-            indirect: None,
-            state <- new_spinlock_bh!(MrState {
-                access: Access::empty(),
-                range,
-                start: 0,
-                pd,
-                pages,
-                layout: None,
-                revoked: false,
-                free: true,
-            }),
-            rereg <- kernel::new_mutex!(()),
-            faults: crate::odp::FaultStats::default(),
-            walkers: AtomicU32::new(0),
-        }),
-        GFP_KERNEL,
-    )?;
-    let key = drv.keys.insert(&mr)?;
-    mr.key.store(key.raw(), Ordering::Release);
-    inc(&drv.counters.mr_reg);
-    let keys = mr.keys(&mr.state.lock());
-    Ok((mr, keys))
+    Mr::install(drv, MrKind::Fast(kind), MrState::free(pd, pages)?)
 }
 
 impl Mr {

@@ -39,10 +39,10 @@
 
 #![deny(unsafe_code)]
 
-use super::{Mr, MrState, Pages};
+use super::{Mr, MrKind, MrState, Pages};
 use crate::counters::inc;
 use crate::device::OxeDevice;
-use crate::ib::lock::{new_spinlock_bh, BhOff};
+use crate::ib::lock::BhOff;
 use crate::ib::memory::Memory;
 use crate::ib::mr::MrKeys;
 use crate::ib::objects::PdId;
@@ -128,40 +128,12 @@ pub(crate) fn create(drv: &OxeDevice, pd: PdId, kind: Kind) -> Result<(Arc<Mr>, 
 }
 
 fn create_admitted(drv: &OxeDevice, pd: PdId, kind: Kind) -> Result<(Arc<Mr>, MrKeys)> {
-    // A placeholder: a Free key grants nothing.
-    let range = Range::new(0, 1).map_err(crate::ib::error::from_core)?;
     let pages = Pages {
         mem: Arc::new(Memory::None, GFP_KERNEL)?,
         npages: 0,
         counters: drv.counters.clone(),
     };
-    let mr = Arc::pin_init(
-        pin_init!(Mr {
-            key: AtomicU32::new(0),
-            mw_binds: AtomicU32::new(0),
-            fast: None,
-            indirect: Some(kind),
-            state <- new_spinlock_bh!(MrState {
-                access: Access::empty(),
-                range,
-                start: 0,
-                pd,
-                pages,
-                layout: None,
-                revoked: false,
-                free: true,
-            }),
-            rereg <- kernel::new_mutex!(()),
-            faults: crate::odp::FaultStats::default(),
-            walkers: AtomicU32::new(0),
-        }),
-        GFP_KERNEL,
-    )?;
-    let key = drv.keys.insert(&mr)?;
-    mr.key.store(key.raw(), Ordering::Release);
-    inc(&drv.counters.mr_reg);
-    let keys = mr.keys(&mr.state.lock());
-    Ok((mr, keys))
+    Mr::install(drv, MrKind::Indirect(kind), MrState::free(pd, pages)?)
 }
 
 /// An `OXE_WR_MKEY_CONFIGURE`'s operands, as the WQE carries them.
