@@ -114,21 +114,6 @@ fn follow<R: Default>(
         return Ok(Ok(R::default()));
     }
     crate::counters::inc(&drv.counters.mkey_access);
-    // An atomic that two entries would share is refused before any of it
-    // is carried out.
-    if how.whole {
-        let mut pieces = 0u32;
-        let _ = layout.walk(off, len, |_| -> Result<(), ()> {
-            pieces += 1;
-            if pieces > 1 {
-                return Err(());
-            }
-            Ok(())
-        });
-        if pieces != 1 {
-            return Err(Denied::Alignment);
-        }
-    }
     let inner = How {
         own_rights: true,
         depth: how.depth + 1,
@@ -136,6 +121,11 @@ fn follow<R: Default>(
     };
     let mut last = R::default();
     let walked = layout.walk(off, len, |p| {
+        // An atomic that two entries would share is refused at its first
+        // piece, before any of it is carried out.
+        if how.whole && p.len != len {
+            return Err(Stop::Denied(Denied::Alignment));
+        }
         *budget = budget.checked_sub(1).ok_or(Stop::Denied(Denied::Bounds))?;
         let child = drv.keys.lookup(p.key).ok_or(Stop::Denied(Denied::Rights))?;
         let at = usize::try_from(p.at).map_err(|_| Stop::Denied(Denied::Bounds))?;

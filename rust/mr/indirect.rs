@@ -302,10 +302,10 @@ impl Mr {
         }
     }
 
-    /// The PD of a key still registered, for a fault through a layout.
-    fn pd_if_live(&self) -> Option<PdId> {
-        let st = self.state.lock();
-        (!st.revoked && !st.free).then_some(st.pd)
+    /// Whether the key may still be used by a QP of PD `pd` at all (the
+    /// checks every access starts with), for a fault through a layout.
+    fn admits(&self, pd: PdId) -> bool {
+        self.state.lock().admit(pd, None).is_ok()
     }
 
     /// Whether a peer's SEND with Invalidate may name this key: any
@@ -393,7 +393,7 @@ fn fault_at(
 ) -> Result {
     if !mr.is_indirect() {
         // An entry's MR must still be of the key's PD.
-        if pd.is_some_and(|pd| mr.pd_if_live() != Some(pd)) {
+        if pd.is_some_and(|pd| !mr.admits(pd)) {
             return Err(EFAULT);
         }
         return mr.fault(iova, len, write, mode);
