@@ -172,7 +172,13 @@ impl ExtHeader {
         }
     }
 
+    /// The header's position in a [`HeaderSet`] (its bit's index).
+    pub const fn index(self) -> usize {
+        self.bit().0.trailing_zeros() as usize
+    }
+
     /// The header's bit in a [`HeaderSet`].
+    #[inline]
     pub const fn bit(self) -> HeaderSet {
         HeaderSet(match self {
             ExtHeader::Deth => 1 << 0,
@@ -215,12 +221,39 @@ impl HeaderSet {
     }
 
     /// Whether extension header `h` is present.
+    #[inline]
     pub const fn has(self, h: ExtHeader) -> bool {
         self.contains(h.bit())
     }
 
     /// Bytes of BTH plus extension headers, i.e. where the payload starts.
-    pub const fn header_len(self) -> usize {
+    #[inline]
+    pub fn header_len(self) -> usize {
+        LAYOUTS
+            .get(self.layout_index())
+            .map_or(BTH_LEN, |row| usize::from(row[LEN_SLOT]))
+    }
+
+    /// Offset of extension header `h` from the start of the BTH, or `None`
+    /// if this set does not include it.
+    #[inline]
+    pub fn offset_of(self, h: ExtHeader) -> Option<usize> {
+        if !self.has(h) {
+            return None;
+        }
+        let row = LAYOUTS.get(self.layout_index())?;
+        row.get(h.index()).copied().map(usize::from)
+    }
+
+    /// The row of [`LAYOUTS`] for this set: its header bits (the payload bit
+    /// does not move a header).
+    const fn layout_index(self) -> usize {
+        (self.0 & 0xff) as usize
+    }
+
+    /// [`Self::header_len`], walking the headers in wire order (builds
+    /// [`LAYOUTS`]).
+    const fn walk_header_len(self) -> usize {
         let mut len = BTH_LEN;
         let mut rest = ExtHeader::WIRE_ORDER.as_slice();
         while let [h, tail @ ..] = rest {
@@ -233,26 +266,49 @@ impl HeaderSet {
         len
     }
 
-    /// Offset of extension header `h` from the start of the BTH, or `None`
-    /// if this set does not include it.
-    pub const fn offset_of(self, h: ExtHeader) -> Option<usize> {
-        if !self.has(h) {
-            return None;
-        }
+    /// [`Self::offset_of`], walking the headers in wire order (builds
+    /// [`LAYOUTS`]).
+    const fn walk_offset_of(self, h: ExtHeader) -> usize {
         let mut off = BTH_LEN;
         let mut rest = ExtHeader::WIRE_ORDER.as_slice();
         while let [cur, tail @ ..] = rest {
             if *cur as u8 == h as u8 {
-                return Some(off);
+                return off;
             }
             if self.has(*cur) {
                 off = off.wrapping_add(cur.wire_len());
             }
             rest = tail;
         }
-        None
+        off
     }
 }
+
+/// Where [`LAYOUTS`] keeps a set's header length, after the eight offsets.
+const LEN_SLOT: usize = 8;
+
+/// Every combination of extension headers, laid out once at compile time:
+/// each header's offset from the BTH (by [`ExtHeader::index`]) and the
+/// total header length. Building and parsing a packet asks these a dozen
+/// times; walking the wire order each time cost a few percent of a
+/// transfer under emulation. All values are below 256 (at most 88 bytes).
+// Compile-time evaluation: an index out of range would fail the build.
+#[allow(clippy::indexing_slicing)]
+static LAYOUTS: [[u8; 9]; 256] = {
+    let mut t = [[0u8; 9]; 256];
+    let mut s = 0;
+    while s < 256 {
+        let set = HeaderSet(s as u16);
+        let mut rest = ExtHeader::WIRE_ORDER.as_slice();
+        while let [h, tail @ ..] = rest {
+            t[s][h.index()] = set.walk_offset_of(*h) as u8;
+            rest = tail;
+        }
+        t[s][LEN_SLOT] = set.walk_header_len() as u8;
+        s += 1;
+    }
+    t
+};
 
 /// The operation an opcode carries out, independent of transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -343,7 +399,8 @@ impl OpcodeInfo {
     }
 
     /// Bytes of BTH plus extension headers.
-    pub const fn header_len(self) -> usize {
+    #[inline]
+    pub fn header_len(self) -> usize {
         self.headers.header_len()
     }
 }
@@ -426,11 +483,8 @@ pub const fn info(opcode: u8) -> Option<OpcodeInfo> {
 
 /// Bytes of BTH plus extension headers for `opcode`, i.e. the offset of the
 /// payload; `None` for an opcode oxe does not speak.
-pub const fn header_len(opcode: u8) -> Option<usize> {
-    match info(opcode) {
-        Some(i) => Some(i.header_len()),
-        None => None,
-    }
+pub fn header_len(opcode: u8) -> Option<usize> {
+    info(opcode).map(OpcodeInfo::header_len)
 }
 
 #[cfg(test)]
