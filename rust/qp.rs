@@ -532,36 +532,52 @@ impl Qp {
     }
 
     /// The work item: flush in the error state, otherwise run timers and
-    /// the requester.
+    /// the requester, [`crate::req::CHUNK`] packets per hold of the lock, each
+    /// chunk sent before the next is built, up to [`crate::req::BUDGET`] a run.
     fn run_work(&self) {
         let Ok(drv) = self.drv() else { return };
-        let mut q = self.lock();
-        match q.state {
-            QpState::Error => self.flush(&mut q),
-            QpState::Rts | QpState::Sqd => {
-                self.timers(drv, &mut q);
-                if q.state == QpState::Error {
-                    self.flush(&mut q);
-                } else {
-                    self.requester(drv, &mut q);
+        let mut left = crate::req::BUDGET;
+        loop {
+            let mut q = self.lock();
+            let mut sent = 0;
+            match q.state {
+                QpState::Error => self.flush(&mut q),
+                QpState::Rts | QpState::Sqd => {
+                    if left == crate::req::BUDGET {
+                        self.timers(drv, &mut q);
+                    }
+                    if q.state == QpState::Error {
+                        self.flush(&mut q);
+                    } else {
+                        sent = self.requester(drv, &mut q, left.min(crate::req::CHUNK));
+                        left -= sent;
+                    }
                 }
+                _ => {}
             }
-            _ => {}
-        }
-        let next = [q.req.deadline, q.req.rnr_until]
-            .into_iter()
-            .flatten()
-            .min();
-        let faulted = core::mem::take(&mut q.req.faulted);
-        drop(q);
-        self.req_txq.send_all();
-        if faulted {
-            // Process context, no lock held: the fault runs here, and the
-            // WQE goes out again as soon as it is done.
-            drv.run_faults();
-            self.kick();
-        } else if let Some(t) = next {
-            self.kick_after(t.saturating_sub(work::jiffies()).max(1));
+            let more = sent == crate::req::CHUNK && left > 0;
+            let next = [q.req.deadline, q.req.rnr_until]
+                .into_iter()
+                .flatten()
+                .min();
+            let faulted = core::mem::take(&mut q.req.faulted);
+            drop(q);
+            self.req_txq.send_all();
+            if more {
+                continue;
+            }
+            if faulted {
+                // Process context, no lock held: the fault runs here, and the
+                // WQE goes out again as soon as it is done.
+                drv.run_faults();
+                self.kick();
+            } else if left == 0 {
+                // The budget is spent with more to send: after other work.
+                self.kick();
+            } else if let Some(t) = next {
+                self.kick_after(t.saturating_sub(work::jiffies()).max(1));
+            }
+            return;
         }
     }
 
