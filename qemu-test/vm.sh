@@ -7,7 +7,13 @@
 # Results land in build/results/ (the guest's only writable host directory).
 source "$(dirname "$0")/../scripts/lib.sh"
 
-mode=${1:?usage: vm.sh MODE [plain|debug]}
+mode=${1:?usage: vm.sh MODE [plain|debug] (vm.sh ab OLD.ko [plain|debug])}
+# `ab` takes the other build of oxe.ko first: it and this checkout's take
+# turns in one guest (guest/suites/ab.sh).
+if [ "$mode" = ab ]; then
+    OXE_AB_OLD=$(realpath "${2:?usage: vm.sh ab OLD.ko [plain|debug]}")
+    shift
+fi
 case "$mode" in
 test | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr | wire) default_flavour=debug ;;
 *) default_flavour=plain ;;
@@ -66,7 +72,7 @@ install_module "$kdir" "$module"
 
 acc=$(accel)
 log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
-env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_BENCH_MEASURES='${OXE_BENCH_MEASURES:-}' OXE_SCRIPT='${OXE_SCRIPT:-}'"
+env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_BENCH_MEASURES='${OXE_BENCH_MEASURES:-}' OXE_SCRIPT='${OXE_SCRIPT:-}' OXE_AB_OLD='${OXE_AB_OLD:-}'"
 # tsc=reliable: under TCG the guest's TSC and HPET both follow the host's
 # clock, but a loaded host stalls a vCPU thread long enough for the clocksource
 # watchdog to call the TSC unstable (it did, 52 minutes into a debug guest);

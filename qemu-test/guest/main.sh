@@ -185,6 +185,16 @@ perf)
     net_setup
     run_suite bench_perf suite_bench_perf oxe rxe
     ;;
+ab)
+    # Two builds of oxe taking turns in one guest (qemu-test/vm.sh ab OLD.ko).
+    net_setup
+    run_suite ab suite_ab "$OXE_AB_OLD"
+    ;;
+profile)
+    # perf over one perftest measure, oxe then rxe (qemu-test/vm.sh profile).
+    net_setup
+    run_suite profile suite_profile oxe rxe
+    ;;
 *)
     echo "unknown mode $mode"
     FAILED+=("mode:$mode")
