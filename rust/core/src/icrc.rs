@@ -184,13 +184,11 @@ pub fn icrc_start(packet: &[u8]) -> Result<u32, WireError> {
         needed,
         available: packet.len(),
     };
-    let (ip, rest) = packet.split_at_checked(ip_len).ok_or(truncated)?;
-    let (udp, rest) = rest.split_at_checked(UDP_LEN).ok_or(truncated)?;
-    let (bth, rest) = rest.split_at_checked(BTH_LEN).ok_or(truncated)?;
+    let (head, rest) = packet.split_at_checked(needed).ok_or(truncated)?;
 
     // The protocol (v4 byte 9) or next header (v6 byte 6) must be UDP.
     let proto_at = if version == 4 { 9 } else { 6 };
-    let proto = ip.get(proto_at).copied().unwrap_or(0);
+    let proto = head.get(proto_at).copied().unwrap_or(0);
     if proto != IPPROTO_UDP {
         return Err(WireError::NotUdp(proto));
     }
@@ -200,16 +198,13 @@ pub fn icrc_start(packet: &[u8]) -> Result<u32, WireError> {
     // with a mask test per byte, they cost (under emulation) as much as a
     // fifth of a 1 KiB payload.
     let mut hdrs = [0u8; MAX_MASKED];
-    let n = ip_len.wrapping_add(UDP_LEN + BTH_LEN);
-    let (ip_at, udp_at, bth_at) = (0, ip_len, ip_len.wrapping_add(UDP_LEN));
-    let masked = match hdrs.get_mut(..n) {
+    let masked = match hdrs.get_mut(..needed) {
         Some(m) => m,
-        // ihl <= 15 keeps n <= MAX_MASKED.
+        // ihl <= 15 keeps `needed` <= MAX_MASKED.
         None => return Err(WireError::BadIpHeaderLength(first & 0x0f)),
     };
-    for (dst, src) in masked.iter_mut().zip(ip.iter().chain(udp).chain(bth)) {
-        *dst = *src;
-    }
+    masked.copy_from_slice(head);
+    let (udp_at, bth_at) = (ip_len, ip_len.wrapping_add(UDP_LEN));
     let ip_masks: &[usize] = if version == 4 {
         // TOS, TTL, header checksum.
         &[1, 8, 10, 11]
@@ -220,7 +215,7 @@ pub fn icrc_start(packet: &[u8]) -> Result<u32, WireError> {
     };
     let fields = ip_masks
         .iter()
-        .map(|i| i.wrapping_add(ip_at))
+        .copied()
         // The UDP checksum; the BTH's resv8a byte (FECN, BECN, resv6).
         .chain([udp_at.wrapping_add(6), udp_at.wrapping_add(7), bth_at.wrapping_add(4)]);
     for at in fields {
