@@ -137,6 +137,11 @@ rdma_reset() {
 # their indices.
 pair_setup() { # devA devB
     rdma_reset
+    pair_links "$@"
+}
+
+# pair_setup without the reset: for a caller that loaded the module itself.
+pair_links() { # devA devB
     add_link "$1" "$(link_type "$1")" veth0 || { echo "cannot create $1 on veth0"; return 1; }
     add_link "$2" "$(link_type "$2")" veth1 peer || { echo "cannot create $2 on veth1 (netns peer)"; return 1; }
     GID_A=$(gid_index "$1" 10.11.0.1) && GID_B=$(gid_index "$2" 10.11.0.2)

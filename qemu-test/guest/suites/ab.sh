@@ -15,8 +15,7 @@ ab_setup() { # ko
         # modprobe brings in ib_core and the rest; the module itself is swapped.
         modprobe oxe && rmmod oxe && insmod "$1" || { echo "cannot load $1"; return 1; }
     fi
-    add_link oxe0 oxe veth0 && add_link oxe1 oxe veth1 peer || return 1
-    GID_A=$(gid_index oxe0 10.11.0.1) && GID_B=$(gid_index oxe1 10.11.0.2)
+    pair_links oxe0 oxe1
 }
 
 suite_ab() { # old.ko
