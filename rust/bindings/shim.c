@@ -193,6 +193,90 @@ static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *a
 }
 
 /*
+ * A QP's route between packets. A connected QP sends all its packets to one
+ * address, and looking the route up again for each (the FIB walk and the
+ * dst reference) costs a few percent of a packet. The entry is keyed by what
+ * the lookup reads (netdev, family, both addresses), so a datagram QP's
+ * changing destinations simply replace it, and it is checked with dst_check
+ * on every use, so a changed route, a netdev going down or away, is seen by
+ * the next packet (the FIB gives the dst up; the check then fails). Only
+ * routes to the wire are kept: a local destination needs its owner looked up
+ * each time. All senders of a QP hold its lock; this lock only makes the
+ * entry safe on its own.
+ */
+struct oxe_route_cache {
+	spinlock_t lock;
+	struct dst_entry *dst;
+	u32 cookie;
+	int ifindex;
+	u8 ipv6;
+	u8 sgid[16];
+	u8 dgid[16];
+};
+
+struct oxe_route_cache *oxe_shim_route_cache_new(void)
+{
+	struct oxe_route_cache *rc = kzalloc(sizeof(*rc), GFP_KERNEL);
+
+	if (rc)
+		spin_lock_init(&rc->lock);
+	return rc;
+}
+
+void oxe_shim_route_cache_free(struct oxe_route_cache *rc)
+{
+	if (!rc)
+		return;
+	dst_release(rc->dst);
+	kfree(rc);
+}
+
+/* The kept route to @av from @ndev, with a reference, or NULL. */
+static struct dst_entry *oxe_route_get(struct oxe_route_cache *rc, struct net_device *ndev,
+				       const struct oxe_av *av)
+{
+	struct dst_entry *dst = NULL, *stale = NULL;
+
+	if (!rc)
+		return NULL;
+	spin_lock_bh(&rc->lock);
+	if (rc->dst && rc->ifindex == ndev->ifindex && rc->ipv6 == av->ipv6 &&
+	    !memcmp(rc->sgid, av->sgid, 16) && !memcmp(rc->dgid, av->dgid, 16)) {
+		if (dst_check(rc->dst, rc->cookie)) {
+			dst = rc->dst;
+			dst_hold(dst);
+		} else {
+			stale = rc->dst;
+			rc->dst = NULL;
+		}
+	}
+	spin_unlock_bh(&rc->lock);
+	dst_release(stale);
+	return dst;
+}
+
+/* Keeps @dst (the caller's reference stays the caller's) as the route to @av. */
+static void oxe_route_keep(struct oxe_route_cache *rc, struct net_device *ndev,
+			   const struct oxe_av *av, struct dst_entry *dst)
+{
+	struct dst_entry *old;
+
+	if (!rc)
+		return;
+	dst_hold(dst);
+	spin_lock_bh(&rc->lock);
+	old = rc->dst;
+	rc->dst = dst;
+	rc->cookie = av->ipv6 ? rt6_get_cookie(dst_rt6_info(dst)) : 0;
+	rc->ifindex = ndev->ifindex;
+	rc->ipv6 = av->ipv6;
+	memcpy(rc->sgid, av->sgid, 16);
+	memcpy(rc->dgid, av->dgid, 16);
+	spin_unlock_bh(&rc->lock);
+	dst_release(old);
+}
+
+/*
  * Routes a packet of @len bytes from the IP header on (headers included)
  * and allocates its skb, with the IP and UDP headers' room pushed and marked;
  * returns the skb, and in *@l3 where its IP header goes, which the caller
@@ -200,20 +284,25 @@ static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *a
  * device that owns the destination (a reference), if any.
  */
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
-				  unsigned int len, u8 **l3, bool *local,
-				  struct ib_device **to, int *err)
+				  struct oxe_route_cache *rc, unsigned int len, u8 **l3,
+				  bool *local, struct ib_device **to, int *err)
 {
 	struct net_device *owner = NULL;
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
 	struct sk_buff *skb;
+	bool cached;
 	unsigned int hdr = av->ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
 
 	if (len < hdr + sizeof(struct udphdr)) {
 		*err = -EINVAL;
 		return NULL;
 	}
-	if (av->ipv6) {
+	dst = oxe_route_get(rc, ndev, av);
+	cached = dst != NULL;
+	if (cached) {
+		*local = false;
+	} else if (av->ipv6) {
 		struct flowi6 fl6 = {};
 
 		fl6.flowi6_oif = ndev->ifindex;
@@ -247,6 +336,8 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		dst = &rt->dst;
 		*local = rt->rt_type == RTN_LOCAL;
 	}
+	if (!cached && !*local)
+		oxe_route_keep(rc, ndev, av, dst);
 
 	*to = NULL;
 	if (*local)

@@ -72,6 +72,8 @@ struct oxe_av {
 	u8 sgid_index;
 };
 
+struct oxe_route_cache;
+
 /*
  * Transmit: route and allocate a packet of @len bytes from the IP header
  * on, which the caller writes at *@l3 (headers included). *@local is set
@@ -81,8 +83,14 @@ struct oxe_av {
  * if there is none, and the skb's device is the netdev that device holds.
  */
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
-				  unsigned int len, u8 **l3, bool *local,
-				  struct ib_device **to, int *err);
+				  struct oxe_route_cache *rc, unsigned int len, u8 **l3,
+				  bool *local, struct ib_device **to, int *err);
+/*
+ * The route a QP sent its last packet by (shim.c says why and how it is
+ * checked): oxe_shim_tx_alloc takes one, or NULL to look the route up.
+ */
+struct oxe_route_cache *oxe_shim_route_cache_new(void);
+void oxe_shim_route_cache_free(struct oxe_route_cache *rc);
 int oxe_shim_tx_send(struct sk_buff *skb);
 /* The bytes from the IP header to the end of the packet, linearized. */
 u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off);

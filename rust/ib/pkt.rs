@@ -64,7 +64,13 @@ impl TxPacket {
     /// Routes to `av` from `ndev` and allocates room for `len` bytes after
     /// the UDP header (BTH, payload and ICRC), with the IP and UDP headers
     /// written in front of them.
-    pub(crate) fn new(ndev: &NetDev, av: &Av, sport: u16, len: usize) -> Result<Self> {
+    pub(crate) fn new(
+        ndev: &NetDev,
+        av: &Av,
+        route: Option<&RouteCache>,
+        sport: u16,
+        len: usize,
+    ) -> Result<Self> {
         let ip = IpHeader {
             sgid: av.sgid,
             dgid: av.dgid,
@@ -81,11 +87,14 @@ impl TxPacket {
         let mut local = false;
         let mut to: *mut b::ib_device = core::ptr::null_mut();
         let mut err = 0;
-        // SAFETY: the netdev is held (NetDev invariant); the out pointers are valid.
+        // SAFETY: the netdev is held (NetDev invariant); the route cache, if
+        // any, is live (RouteCache invariant) and locks itself; the out
+        // pointers are valid.
         let skb = unsafe {
             b::oxe_shim_tx_alloc(
                 ndev.as_ptr(),
                 &c_av,
+                route.map_or(core::ptr::null_mut(), |r| r.0.as_ptr()),
                 total_c,
                 &mut l3,
                 &mut local,
@@ -310,6 +319,38 @@ impl Drop for SkbList {
     }
 }
 
+/// The route a queue's last packet took, kept for the next one: most of a
+/// connected QP's packets would otherwise each walk the FIB for the same
+/// answer. The shim keys it by the addresses and netdev and revalidates it
+/// (`dst_check`) on every use.
+///
+/// # Invariants
+///
+/// `self.0` came from `oxe_shim_route_cache_new` and is freed only by drop.
+pub(crate) struct RouteCache(NonNull<b::oxe_route_cache>);
+
+// SAFETY: the cache has its own lock; the dst it holds is refcounted.
+unsafe impl Send for RouteCache {}
+// SAFETY: as above.
+unsafe impl Sync for RouteCache {}
+
+impl RouteCache {
+    fn new() -> Result<Self> {
+        // SAFETY: allocates an empty cache (NULL without memory).
+        NonNull::new(unsafe { b::oxe_shim_route_cache_new() })
+            .map(RouteCache)
+            .ok_or(ENOMEM)
+    }
+}
+
+impl Drop for RouteCache {
+    fn drop(&mut self) {
+        // SAFETY: ours, from oxe_shim_route_cache_new (type invariant); no
+        // sender can reach it any more.
+        unsafe { b::oxe_shim_route_cache_free(self.0.as_ptr()) };
+    }
+}
+
 /// Packets built under a QP's lock, sent once it is released.
 ///
 /// Sending from process context with softirqs enabled lets the network
@@ -323,6 +364,8 @@ impl Drop for SkbList {
 /// their routes.
 pub(crate) struct TxQueue {
     q: SkbList,
+    /// The route of the last packet built for this queue.
+    route: RouteCache,
     /// Someone is sending from the queue. One sender at a time keeps the
     /// QP's packets in order: two CPUs popping in turn would interleave
     /// them onto two receive backlogs, and the peer would see a PSN gap.
@@ -333,8 +376,14 @@ impl TxQueue {
     pub(crate) fn new() -> Result<Self> {
         Ok(TxQueue {
             q: SkbList::new()?,
+            route: RouteCache::new()?,
             sending: AtomicBool::new(false),
         })
+    }
+
+    /// The route cache for packets built for this queue.
+    pub(crate) fn route(&self) -> &RouteCache {
+        &self.route
     }
 
     /// Queues a sealed packet.
