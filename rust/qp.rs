@@ -492,6 +492,15 @@ impl Qp {
         }
     }
 
+    /// Locks the protocol state if it is free, for the receive softirq (see
+    /// `OxeDevice::receive`).
+    pub(crate) fn try_lock(&self) -> Option<QpLock<'_>> {
+        Some(QpLock {
+            guard: self.inner.try_lock()?,
+            _send: SendOnUnlock(&self.txq),
+        })
+    }
+
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn.load(Ordering::Acquire)
     }

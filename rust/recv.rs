@@ -15,7 +15,7 @@ use crate::oxe_core::bth::Bth;
 use crate::oxe_core::opcode::{Operation, Transport};
 use crate::oxe_core::qp_state::QpType;
 use crate::oxe_core::{gid, icrc, packet};
-use crate::qp::Qp;
+use crate::qp::{Qp, QpLock};
 use core::sync::atomic::Ordering;
 
 /// A parsed packet (oxe-core's parser), and the IP header it came with.
@@ -111,9 +111,16 @@ impl OxeDevice {
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
                 // UC packet whose ODP page was not, goes to the backlog,
-                // whose drain takes the fault and processes it again.
-                if !(self.accept(bytes, l4, &p) && qp.process(self, &p, false)) {
-                    return;
+                // whose drain takes the fault and processes it again. So
+                // does a packet for a QP busy on another CPU (its
+                // requester, most often, building packets while this is
+                // the ACK that frees its window): rather than spin here in
+                // softirq, it is left, not yet checked or counted, to the
+                // backlog, drained in process context on another CPU.
+                if let Some(q) = qp.try_lock() {
+                    if !(self.accept(bytes, l4, &p) && qp.process_locked(self, q, &p, false)) {
+                        return;
+                    }
                 }
                 qp
             }
@@ -206,6 +213,17 @@ impl Qp {
     /// faults have run (nothing of it was done), unless this is
     /// `last_try`.
     fn process(&self, drv: &OxeDevice, p: &Packet<'_>, last_try: bool) -> bool {
+        self.process_locked(drv, self.lock(), p, last_try)
+    }
+
+    /// [`Qp::process`], with the lock taken.
+    fn process_locked(
+        &self,
+        drv: &OxeDevice,
+        mut q: QpLock<'_>,
+        p: &Packet<'_>,
+        last_try: bool,
+    ) -> bool {
         // A packet of another transport than the QP's is invalid (IBTA
         // 9.6.1.5 C9-44): silently dropped.
         let ours = matches!(
@@ -218,7 +236,6 @@ impl Qp {
             crate::counters::inc(&drv.counters.rx_dropped);
             return false;
         }
-        let mut q = self.lock();
         q.resp.odp_last_try = last_try;
         // A connected QP talks to one peer: a packet from anyone else, or
         // to another of this host's addresses, is not on its path and is
