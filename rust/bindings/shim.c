@@ -200,14 +200,13 @@ static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *a
  * changing destinations simply replace it, and it is checked with dst_check
  * on every use, so a changed route, a netdev going down or away, is seen by
  * the next packet (the FIB gives the dst up; the check then fails). Only
- * routes to the wire are kept: a local destination needs its owner looked up
- * each time. All senders of a QP hold its lock; this lock only makes the
- * entry safe on its own.
+ * IPv4 routes to the wire are kept (oxe_shim_tx_alloc says why): a local
+ * destination needs its owner looked up each time. All senders of a QP hold
+ * its lock; this lock only makes the entry safe on its own.
  */
 struct oxe_route_cache {
 	spinlock_t lock;
 	struct dst_entry *dst;
-	u32 cookie;
 	int ifindex;
 	u8 ipv6;
 	u8 sgid[16];
@@ -242,7 +241,8 @@ static struct dst_entry *oxe_route_get(struct oxe_route_cache *rc, struct net_de
 	spin_lock_bh(&rc->lock);
 	if (rc->dst && rc->ifindex == ndev->ifindex && rc->ipv6 == av->ipv6 &&
 	    !memcmp(rc->sgid, av->sgid, 16) && !memcmp(rc->dgid, av->dgid, 16)) {
-		if (dst_check(rc->dst, rc->cookie)) {
+		/* An IPv4 route ignores the cookie (it checks its generation). */
+		if (dst_check(rc->dst, 0)) {
 			dst = rc->dst;
 			dst_hold(dst);
 		} else {
@@ -267,7 +267,6 @@ static void oxe_route_keep(struct oxe_route_cache *rc, struct net_device *ndev,
 	spin_lock_bh(&rc->lock);
 	old = rc->dst;
 	rc->dst = dst;
-	rc->cookie = av->ipv6 ? rt6_get_cookie(dst_rt6_info(dst)) : 0;
 	rc->ifindex = ndev->ifindex;
 	rc->ipv6 = av->ipv6;
 	memcpy(rc->sgid, av->sgid, 16);
@@ -336,7 +335,15 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		dst = &rt->dst;
 		*local = rt->rt_type == RTN_LOCAL;
 	}
-	if (!cached && !*local)
+	/*
+	 * Only a plain IPv4 route is kept: its dst_ops are global. An IPv6
+	 * route's, or an IPsec bundle's, belong to its network namespace, which
+	 * a kept route does not hold: a netdev moved to another namespace, or
+	 * one whose namespace is dismantled, unregisters this device only
+	 * later (ib_unregister_device_queued), and the namespace may be freed
+	 * before the QP lets its route go.
+	 */
+	if (!cached && !*local && !av->ipv6 && !dst_xfrm(dst))
 		oxe_route_keep(rc, ndev, av, dst);
 
 	*to = NULL;
@@ -368,7 +375,11 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 
 int oxe_shim_tx_send(struct sk_buff *skb)
 {
-	struct net *net = dev_net(skb_dst(skb)->dev);
+	/*
+	 * The netdev's namespace, not the route's device's: a route gone stale
+	 * since it was checked has blackhole_netdev, of init_net.
+	 */
+	struct net *net = dev_net(skb->dev);
 	int err;
 
 	/* ip_local_out recomputes the IPv4 checksum itself; the ICRC already covers the final header. */

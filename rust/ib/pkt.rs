@@ -321,8 +321,9 @@ impl Drop for SkbList {
 
 /// The route a queue's last packet took, kept for the next one: most of a
 /// connected QP's packets would otherwise each walk the FIB for the same
-/// answer. The shim keys it by the addresses and netdev and revalidates it
-/// (`dst_check`) on every use.
+/// answer. The shim keys it by the addresses and netdev, revalidates it
+/// (`dst_check`) on every use, and keeps only IPv4 routes (see
+/// `oxe_shim_tx_alloc`).
 ///
 /// # Invariants
 ///
