@@ -70,8 +70,8 @@ pub(crate) fn transmit<E>(
     let hdr_len = info.header_len();
     let pad = (4 - payload_len % 4) % 4;
     let total = hdr_len + payload_len + pad + ICRC_LEN;
-    let mut pkt = TxPacket::new(&drv.netdev, av, Some(out.route()), sport, total)
-        .map_err(|_| TxError::Net)?;
+    let mut pkt =
+        TxPacket::new(&drv.netdev, av, out.route(), sport, total).map_err(|_| TxError::Net)?;
     let buf = pkt.payload();
     let bth = Bth {
         opcode: h.opcode,

@@ -196,7 +196,7 @@ static struct ib_device *oxe_local_owner(struct net *net, const struct oxe_av *a
  * A QP's route between packets. A connected QP sends all its packets to one
  * address, and looking the route up again for each (the FIB walk and the
  * dst reference) costs a few percent of a packet. The entry is keyed by what
- * the lookup reads (netdev, family, both addresses), so a datagram QP's
+ * the lookup reads (netdev, both addresses), so a datagram QP's
  * changing destinations simply replace it, and it is checked with dst_check
  * on every use, so a changed route, a netdev going down or away, is seen by
  * the next packet (the FIB gives the dst up; the check then fails). Only
@@ -208,7 +208,6 @@ struct oxe_route_cache {
 	spinlock_t lock;
 	struct dst_entry *dst;
 	int ifindex;
-	u8 ipv6;
 	u8 sgid[16];
 	u8 dgid[16];
 };
@@ -239,8 +238,8 @@ static struct dst_entry *oxe_route_get(struct oxe_route_cache *rc, struct net_de
 	if (!rc)
 		return NULL;
 	spin_lock_bh(&rc->lock);
-	if (rc->dst && rc->ifindex == ndev->ifindex && rc->ipv6 == av->ipv6 &&
-	    !memcmp(rc->sgid, av->sgid, 16) && !memcmp(rc->dgid, av->dgid, 16)) {
+	if (rc->dst && rc->ifindex == ndev->ifindex && !memcmp(rc->sgid, av->sgid, 16) &&
+	    !memcmp(rc->dgid, av->dgid, 16)) {
 		/* An IPv4 route ignores the cookie (it checks its generation). */
 		if (dst_check(rc->dst, 0)) {
 			dst = rc->dst;
@@ -268,7 +267,6 @@ static void oxe_route_keep(struct oxe_route_cache *rc, struct net_device *ndev,
 	old = rc->dst;
 	rc->dst = dst;
 	rc->ifindex = ndev->ifindex;
-	rc->ipv6 = av->ipv6;
 	memcpy(rc->sgid, av->sgid, 16);
 	memcpy(rc->dgid, av->dgid, 16);
 	spin_unlock_bh(&rc->lock);
@@ -297,6 +295,16 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		*err = -EINVAL;
 		return NULL;
 	}
+	/*
+	 * Only a plain IPv4 route is kept: its dst_ops are global. An IPv6
+	 * route's, or an IPsec bundle's, belong to its network namespace, which
+	 * a kept route does not hold: a netdev moved to another namespace, or
+	 * one whose namespace is dismantled, unregisters this device only
+	 * later (ib_unregister_device_queued), and the namespace may be freed
+	 * before the QP lets its route go.
+	 */
+	if (av->ipv6)
+		rc = NULL;
 	dst = oxe_route_get(rc, ndev, av);
 	cached = dst != NULL;
 	if (cached) {
@@ -335,15 +343,7 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		dst = &rt->dst;
 		*local = rt->rt_type == RTN_LOCAL;
 	}
-	/*
-	 * Only a plain IPv4 route is kept: its dst_ops are global. An IPv6
-	 * route's, or an IPsec bundle's, belong to its network namespace, which
-	 * a kept route does not hold: a netdev moved to another namespace, or
-	 * one whose namespace is dismantled, unregisters this device only
-	 * later (ib_unregister_device_queued), and the namespace may be freed
-	 * before the QP lets its route go.
-	 */
-	if (!cached && !*local && !av->ipv6 && !dst_xfrm(dst))
+	if (!cached && !*local && !dst_xfrm(dst))
 		oxe_route_keep(rc, ndev, av, dst);
 
 	*to = NULL;

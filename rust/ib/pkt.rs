@@ -67,7 +67,7 @@ impl TxPacket {
     pub(crate) fn new(
         ndev: &NetDev,
         av: &Av,
-        route: Option<&RouteCache>,
+        route: &RouteCache,
         sport: u16,
         len: usize,
     ) -> Result<Self> {
@@ -87,14 +87,14 @@ impl TxPacket {
         let mut local = false;
         let mut to: *mut b::ib_device = core::ptr::null_mut();
         let mut err = 0;
-        // SAFETY: the netdev is held (NetDev invariant); the route cache, if
-        // any, is live (RouteCache invariant) and locks itself; the out
-        // pointers are valid.
+        // SAFETY: the netdev is held (NetDev invariant); the route cache is
+        // live (RouteCache invariant) and locks itself; the out pointers are
+        // valid.
         let skb = unsafe {
             b::oxe_shim_tx_alloc(
                 ndev.as_ptr(),
                 &c_av,
-                route.map_or(core::ptr::null_mut(), |r| r.0.as_ptr()),
+                route.0.as_ptr(),
                 total_c,
                 &mut l3,
                 &mut local,
