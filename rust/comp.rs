@@ -385,6 +385,19 @@ impl Qp {
                     // one on another CPU's receive backlog.
                     if psn.is_after(expect) {
                         self.ask_again(q, expect);
+                        // The responder answers READs in order, and the
+                        // one asked again is queued behind every later
+                        // READ it already has: up to max_dest_rd_atomic
+                        // of them, thousands of response packets that are
+                        // discarded here. While they arrive the responder
+                        // is not silent, and a timeout would only resend
+                        // into the same queue and spend the retry count:
+                        // four QPs of 128 64 KiB READs each ran it out on
+                        // a slow host (IBV_WC_RETRY_EXC_ERR). The timer
+                        // restarts instead, so that it measures the
+                        // responder's silence; the retry count still
+                        // starts again only with real progress.
+                        self.restart_timer(q);
                     }
                     return;
                 }

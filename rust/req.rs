@@ -113,6 +113,19 @@ impl Qp {
         }
     }
 
+    /// Restarts a running retransmit timer from now, without touching the
+    /// retry count: the responder is alive and working through requests
+    /// sent before the one it must answer again, so its silence has not
+    /// begun. The work item's pending run finds the deadline later and
+    /// queues itself for it.
+    pub(crate) fn restart_timer(&self, q: &mut QpInner) {
+        if q.req.deadline.is_some() {
+            if let Some(j) = retransmit_jiffies(q.attr.timeout) {
+                q.req.deadline = Some(work::jiffies() + j);
+            }
+        }
+    }
+
     pub(crate) fn arm_timer(&self, q: &mut QpInner) {
         if q.req.deadline.is_none() {
             if let Some(j) = retransmit_jiffies(q.attr.timeout) {
