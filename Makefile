@@ -140,7 +140,9 @@ test:
 	@echo; echo "where the time went (seconds):"; column -t -s "$$(printf '\t')" $(RESULTS)/timings.txt | sed 's/^/  /'
 	@echo; sed 's/^/  /' $(RESULTS)/checks.txt; \
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
-		echo "$$p passed, $$f failed"; [ $$f = 0 ]
+		echo "$$p passed, $$f failed"; \
+		if [ $$f != 0 ] && [ -s $(RESULTS)/failures.txt ]; then echo; cat $(RESULTS)/failures.txt; fi; \
+		[ $$f = 0 ]
 
 # Benchmarks (never timed tests): MR registration and perftest on oxe and rxe, same guest;
 # oxe's indirect keys against what they replace.

@@ -15,11 +15,29 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 results=${1:?usage: guests.sh RESULTS}
 
+# The end of each failed suite's log, kept before the next guest's logs can
+# replace it, for `make test` to print after its verdicts: what CI shows of a
+# run is its tail, and a bare "fail" there cannot be looked into afterwards.
+keep_failures() { # run
+    local name log
+    while read -r name verdict; do
+        [ "$verdict" = fail ] || continue
+        log=$results/logs/suite-$name.log
+        [[ $name == rxe-guest:* ]] && log=$results/wire-rxe/logs/suite-${name#rxe-guest:}.log
+        {
+            echo "--- $name ($1 guest), the last 30 lines of $log:"
+            tail -n 30 "$log" 2>/dev/null || echo "(no log)"
+        } >>"$results/failures.txt"
+    done <"$results/guest-checks.txt"
+}
+
+rm -f "$results/failures.txt"
 for run in "test debug" "force-mr debug" "wire debug" "yardstick plain"; do
     # shellcheck disable=SC2086 # mode and flavour
     "$top/scripts/timed.sh" "$results/timings.txt" "guest: $run kernel (whole boot)" "$top/qemu-test/vm.sh" $run
     rc=$?
     cat "$results/guest-checks.txt" >>"$results/checks.txt" 2>/dev/null
+    [ -f "$results/guest-checks.txt" ] && keep_failures "${run% *}"
     [ $rc = 0 ] || echo "guest ${run% *} fail" >>"$results/checks.txt"
 done
 "$top/qemu-test/results.py" stock-compare "$results/logs/rdma-core-oxe0.verdicts.json" \
