@@ -18,15 +18,20 @@ results=${1:?usage: guests.sh RESULTS}
 # The end of each failed suite's log, kept before the next guest's logs can
 # replace it, for `make test` to print after its verdicts: what CI shows of a
 # run is its tail, and a bare "fail" there cannot be looked into afterwards.
+# A suite also fails on a kernel report in dmesg: the report's first lines too.
+source "$top/qemu-test/guest/splats.sh"
 keep_failures() { # run
-    local name log
+    local name log dir
     while read -r name verdict; do
         [ "$verdict" = fail ] || continue
-        log=$results/logs/suite-$name.log
-        [[ $name == rxe-guest:* ]] && log=$results/wire-rxe/logs/suite-${name#rxe-guest:}.log
+        dir=$results/logs
+        [[ $name == rxe-guest:* ]] && dir=$results/wire-rxe/logs
+        log=$dir/suite-${name#rxe-guest:}.log
         {
             echo "--- $name ($1 guest), the last 30 lines of $log:"
             tail -n 30 "$log" 2>/dev/null || echo "(no log)"
+            grep -E -m 1 -A 25 "$SPLAT_RE" "$dir/dmesg-${name#rxe-guest:}.log" 2>/dev/null |
+                sed "1i --- $name: dmesg" || true
         } >>"$results/failures.txt"
     done <"$results/guest-checks.txt"
 }
