@@ -299,6 +299,16 @@ impl Qp {
                         let us = rnr_timer_micros(timer).unwrap_or(10).max(10);
                         q.req.rnr_until = Some(work::jiffies() + work::usecs_to_jiffies(us.into()));
                         self.rewind(q, psn, GoBack::RnrNak);
+                        // Nothing below wakes the work item while the RNR
+                        // wait holds sending back, and the rewind leaves no
+                        // retransmit timer: the resend went out only when a
+                        // timer armed earlier happened to fire, the whole
+                        // retransmit timeout later instead of the NAK's
+                        // few milliseconds, and never with timeout 0
+                        // (infinite), where no such timer exists. The work
+                        // item, run now, queues itself for the RNR wait's
+                        // end (`Qp::run_work`).
+                        self.kick();
                     }
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
                         progress = self.ack_upto(q, psn.sub(1));

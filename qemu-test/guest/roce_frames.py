@@ -41,6 +41,8 @@ NAK_PSN_SEQ = 0x60
 NAK_INVALID_REQUEST = 0x61
 NAK_REMOTE_ACCESS = 0x62
 NAK_REMOTE_OP = 0x63
+# An RNR NAK's syndrome: 001 and the 5-bit timer code (1: 0.01 ms).
+RNR_NAK = 0x20
 
 GSI_QKEY = 0x80010000
 

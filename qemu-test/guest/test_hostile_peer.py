@@ -96,7 +96,7 @@ class HostilePeer(unittest.TestCase):
         self.buf.close()
 
     def connected_qp(self, qp_type=ibv_qp_type.IBV_QPT_RC, mtu=ibv_mtu.IBV_MTU_1024,
-                     max_dest_rd_atomic=4):
+                     max_dest_rd_atomic=4, timeout=20):
         cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
         qp = QP(self.pd, QPInitAttr(qp_type=qp_type, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1))
         a = QPAttr(port_num=1, path_mtu=mtu)
@@ -108,7 +108,7 @@ class HostilePeer(unittest.TestCase):
         a.max_dest_rd_atomic = max_dest_rd_atomic
         a.max_rd_atomic = 4
         a.min_rnr_timer = 1
-        a.timeout = 20  # 4 s: no retransmission while a test runs
+        a.timeout = timeout  # 20: 4 s, no retransmission while a test runs
         a.retry_cnt = 7
         a.rnr_retry = 7
         a.ah_attr = AHAttr(port_num=1, is_global=1,
@@ -204,6 +204,28 @@ class HostilePeer(unittest.TestCase):
 
     def test_ack_ahead_of_requests_completes_nothing(self):
         self.assert_ignored(lambda qp: self.ack(qp, SQ_PSN + 50), 'ghost_ack')
+
+    # An RNR NAK: the request goes again once the NAK's own timer has run,
+    # not when the transport timer fires (4 s here), and also when there is
+    # no transport timer (timeout 0 means infinite; the RNR retry does not
+    # depend on it).
+
+    def assert_resent_after_rnr_nak(self, qp):
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        self.ack(qp, SQ_PSN, rf.RNR_NAK | 1)  # 0.01 ms
+        r = self.peer.expect(rf.RC_SEND_ONLY, timeout=2.0)
+        self.assertIsNotNone(r, 'no resend within 2 s of an RNR NAK of 0.01 ms')
+        self.assertEqual(r.psn, SQ_PSN)
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
+        self.ack(qp, SQ_PSN)
+        self.assertEqual(self.poll().status, ibv_wc_status.IBV_WC_SUCCESS)
+
+    def test_rnr_nak_resend_waits_for_its_own_timer(self):
+        self.assert_resent_after_rnr_nak(self.connected_qp())
+
+    def test_rnr_nak_resend_without_transport_timer(self):
+        self.assert_resent_after_rnr_nak(self.connected_qp(timeout=0))
 
     def assert_only_genuine_received(self, qp, pkt, length, **forged):
         """Sends `pkt` as `forged` says (another source, a bad ICRC): no
