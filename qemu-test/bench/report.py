@@ -19,6 +19,7 @@ bench-rounds.png plots each perftest figure of both types over the rounds, so
 that a median hiding one wild round shows.
 """
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -143,6 +144,21 @@ def perf_side(results, typ):
     return d, None
 
 
+def paired_ratio(a, b):
+    """The median over rounds of a[i] / b[i], taking only rounds where both
+    ran, and how many did; (None, 0) if none did.
+
+    suite_bench_perf runs the two sides of each pair seconds apart, so that
+    each ratio sees one host. The ratio of two medians would hold figures
+    from rounds minutes apart against each other: the host's speed drifts by
+    2-3x over a run under TCG, and that moved a ratio by half between runs.
+    """
+    pairs = [x / y for x, y in zip(a or [], b or []) if x and y]
+    if not pairs:
+        return None, 0
+    return round(statistics.median(pairs), 3), len(pairs)
+
+
 def perf_section(results):
     oxe, oxe_missing = perf_side(results, "oxe")
     rxe, rxe_missing = perf_side(results, "rxe")
@@ -150,9 +166,9 @@ def perf_section(results):
     for key, label, unit, op, target in PERF:
         o = oxe.get(key) if oxe else None
         r = rxe.get(key) if rxe else None
-        ratio = round(o / r, 3) if o and r else None
+        ratio, rounds = paired_ratio(oxe and o and oxe["runs"].get(key), rxe and r and rxe["runs"].get(key))
         rows.append({"measure": key, "label": label, "unit": unit, "oxe": o, "rxe": r,
-                     "ratio": ratio, "target": target_text(op, target),
+                     "ratio": ratio, "paired_rounds": rounds, "target": target_text(op, target),
                      "met": is_met(ratio, op, target)})
     return {"rows": rows, "oxe_missing": oxe_missing, "rxe_missing": rxe_missing,
             "pairs": {"oxe": oxe and oxe["pair"], "rxe": rxe and rxe["pair"]}}
@@ -166,7 +182,7 @@ def inline_section(results):
     for key, op, target in INLINE:
         on = oxe.get(key) if oxe else None
         off = oxe.get(f"{key}_noinline") if oxe else None
-        ratio = round(on / off, 3) if on and off else None
+        ratio, _ = paired_ratio(on and oxe["runs"].get(key), off and oxe["runs"].get(f"{key}_noinline"))
         label, unit = labels[key]
         rows.append({"measure": key, "label": label, "unit": unit, "on": on, "off": off,
                      "ratio": ratio, "target": target_text(op, target),
@@ -330,6 +346,8 @@ def markdown(mr, perf, touch, nvmeof=None):
     md += ["", "| perftest, A on veth0 -> B in netns peer | oxe | rxe | oxe/rxe | target | met |",
            "|---|---:|---:|---:|---:|---|"]
     md += [ratio_row_md(r, "oxe", "rxe") for r in perf["rows"]]
+    md.append("\noxe and rxe: medians of the rounds. oxe/rxe: the median of each round's ratio, "
+              "the two runs of a round taken back to back.")
     # ODP in steady state (pages present) against pinned memory, on oxe.
     by = {r["measure"]: r for r in perf["rows"]}
     steady = []
@@ -454,7 +472,8 @@ def plot_rounds(results, plt):
     for ax, m in zip(axes[0], measures):
         rounds = 0
         for typ, side in sides.items():
-            runs = (side or {}).get("runs", {}).get(m) or []
+            # A failed run (null) is a gap in its line.
+            runs = [float("nan") if v is None else v for v in (side or {}).get("runs", {}).get(m) or []]
             ax.plot(range(1, len(runs) + 1), runs, "o-", label=typ)
             rounds = max(rounds, len(runs))
         unit = (sides["oxe"] or sides["rxe"] or {}).get("units", {}).get(m, "")

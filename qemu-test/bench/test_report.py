@@ -32,6 +32,29 @@ def run(results, oxe, rxe):
     return json.loads((results / "bench.json").read_text()), out.getvalue()
 
 
+class PairedRatios(unittest.TestCase):
+    def test_each_round_is_held_against_its_own_round(self):
+        # The host halves its speed after round 2: both sides slow down
+        # together. oxe is twice rxe in every round, which the paired ratio
+        # says; the ratio of the medians (40/15) would not. A failed run
+        # (None) leaves its round out of the pairs, on both sides.
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d)
+            oxe = perf("oxe", write_bw=40)
+            oxe["runs"]["write_bw"] = [80, 80, 40, 40, None]
+            rxe = perf("rxe", write_bw=15)
+            rxe["runs"]["write_bw"] = [40, 40, 20, 20, 15]
+            (results / "bench-perf-oxe.json").write_text(json.dumps(oxe))
+            (results / "bench-perf-rxe.json").write_text(json.dumps(rxe))
+            with contextlib.redirect_stdout(io.StringIO()):
+                report.main(results)
+            row = json.loads((results / "bench.json").read_text())["perf"]["rows"][0]
+            self.assertEqual(row["measure"], "write_bw")
+            self.assertEqual(row["ratio"], 2.0)
+            self.assertEqual(row["paired_rounds"], 4)
+            self.assertTrue(row["met"])
+
+
 class Regressions(unittest.TestCase):
     def test_first_run_has_nothing_to_compare(self):
         with tempfile.TemporaryDirectory() as d:

@@ -9,10 +9,14 @@
 # receive off (OXE_SCATTER_TO_CQE=0 in both processes: measures *_noinline).
 #
 # The guest shares two host cores with whatever else the host runs, so single runs
-# are noisy (ib_write_lat at times 20x its usual). Each type gets
-# BENCH_PERF_ROUNDS short runs of every measure and keeps the median, and the
-# types take turns round by round (one type at a time: both bind UDP 4791), so
-# that each sees the same host. Writes $OXE_RESULTS/bench-perf-TYPE.json per type.
+# are noisy (ib_write_lat at times 20x its usual), and the host's speed drifts by
+# 2-3x over a run. Each type gets BENCH_PERF_ROUNDS short runs of every measure,
+# and the types take turns measure by measure (one type at a time: both bind UDP
+# 4791; the first type alternates by round), so that the two runs of a measure in
+# a round are seconds apart and see the same host: report.py takes the ratio of
+# each such pair. Taking turns by whole rounds, as before, put 45 s of drift
+# between the two halves of a ratio. Writes $OXE_RESULTS/bench-perf-TYPE.json per
+# type, its runs in round order (null for a failed run).
 # A type given as TYPE:optional that cannot run (no data path yet) is recorded
 # as missing, with the reason, without failing the suite.
 # Uses run_perf_pair and perf_value from clients.sh.
@@ -67,9 +71,9 @@ bench_perf_run() { # type measure round
 }
 
 suite_bench_perf() { # type[:optional]...
-    local spec type t0=$SECONDS round m v
-    local -A missing=() optional=() vals=() secs=()
-    local types=()
+    local spec type t0=$SECONDS round m v i
+    local -A missing=() optional=() vals=() secs=() line=()
+    local types=() order=()
     for spec in "$@"; do
         type=${spec%%:*}
         types+=("$type")
@@ -79,30 +83,36 @@ suite_bench_perf() { # type[:optional]...
         secs[$type]=0
     done
     for round in $(seq "$BENCH_PERF_ROUNDS"); do
+        # Odd rounds in the order given, even rounds reversed: neither type
+        # always runs in the other's wake.
+        order=()
+        for i in "${!types[@]}"; do
+            if ((round % 2)); then order+=("${types[$i]}"); else order=("${types[$i]}" "${order[@]}"); fi
+        done
+        for type in "${types[@]}"; do line[$type]="round $round $type:"; done
+        for m in "${BENCH_MEASURES[@]}"; do
+            for type in "${order[@]}"; do
+                [ -z "${missing[$type]:-}" ] || continue
+                # The switch is oxe's: other types have nothing to turn off.
+                [[ $m != *_noinline || $type == oxe ]] || continue
+                local t1=$SECONDS
+                CDIR=$OXE_RESULTS/logs/bench-perf-$type
+                if ! pair_setup "${type}0" "${type}1"; then
+                    missing[$type]="cannot set up ${type}0/${type}1"
+                elif v=$(bench_perf_run "$type" "$m" "$round"); then
+                    vals[$type.$m]+=" $v"
+                    line[$type]+=" $m $v"
+                else
+                    vals[$type.$m]+=" null"
+                    line[$type]+=" $m failed"
+                    [[ $BENCH_SOFT == *" $m "* ]] || missing[$type]="$m failed"
+                fi
+                secs[$type]=$((${secs[$type]} + SECONDS - t1))
+            done
+        done
+        rdma_reset
         for type in "${types[@]}"; do
-            [ -z "${missing[$type]:-}" ] || continue
-            local t1=$SECONDS line="round $round $type:"
-            CDIR=$OXE_RESULTS/logs/bench-perf-$type
-            if ! pair_setup "${type}0" "${type}1"; then
-                missing[$type]="cannot set up ${type}0/${type}1"
-            else
-                for m in "${BENCH_MEASURES[@]}"; do
-                    # The switch is oxe's: other types have nothing to turn off.
-                    [[ $m != *_noinline || $type == oxe ]] || continue
-                    if v=$(bench_perf_run "$type" "$m" "$round"); then
-                        vals[$type.$m]="${vals[$type.$m]:-} $v"
-                        line+=" $m $v"
-                    elif [[ $BENCH_SOFT == *" $m "* ]]; then
-                        line+=" $m failed"
-                    else
-                        missing[$type]="$m failed"
-                        break
-                    fi
-                done
-            fi
-            rdma_reset
-            secs[$type]=$((${secs[$type]} + SECONDS - t1))
-            echo "$line ($((SECONDS - t1)) s)${missing[$type]:+ -- ${missing[$type]}}"
+            echo "${line[$type]}${missing[$type]:+ -- ${missing[$type]}}"
         done
     done
     local rc=0
@@ -118,12 +128,12 @@ units = {"write_bw": "MB/s", "read_bw": "MB/s", "write_lat": "us", "write_bw_q4"
          "send_lat_8": "us", "send_lat_32": "us", "send_bw_64": "MB/s", "send_lat_8_noinline": "us",
          "send_lat_32_noinline": "us", "send_bw_64_noinline": "MB/s"}
 res = {"type": typ, "pair": f"{typ}0-{typ}1", "seconds": int(seconds), "missing": missing or None,
-       "units": units, "stat": "median of runs", "runs": {}}
+       "units": units, "stat": "median of runs; runs in round order, null where one failed", "runs": {}}
 for arg in sys.argv[5:]:
     k, v = arg.split("=", 1)
-    res["runs"][k] = [float(x) for x in v.split()]
+    res["runs"][k] = [None if x == "null" else float(x) for x in v.split()]
 for k in units:
-    runs = res["runs"].get(k)
+    runs = [x for x in res["runs"].get(k, []) if x is not None]
     res[k] = round(statistics.median(runs), 3) if runs and not missing else None
 open(out, "w").write(json.dumps(res, indent=2) + "\n")
 print(json.dumps({k: res[k] for k in ("pair", *units, "missing", "seconds")}))
