@@ -112,8 +112,8 @@ bench)
     # key against the WRITEs and the bounce copy it replaces.
     run_suite bench_mkey_oxe0 "$OXE_TOP/build/mkey_bench" oxe0 \
         "$(gid_index oxe0 10.11.0.1)" "$OXE_RESULTS/bench-mkey-oxe0.json"
-    # perftest pairs, the two types taking turns (both bind UDP 4791). oxe is
-    # optional: without its data path it is recorded as missing.
+    # perftest pairs, the two types taking turns measure by measure (both bind
+    # UDP 4791). oxe is optional: without its data path it is recorded as missing.
     run_suite bench_perf suite_bench_perf oxe:optional rxe
     # Kernel consumers: NVMe over Fabrics, each type on a pair of its own.
     rdma_reset
@@ -180,8 +180,9 @@ script)
     run_suite script source "$OXE_SCRIPT"
     ;;
 perf)
-    # perftest alone, oxe then rxe, for iterating on the data path
-    # (OXE_BENCH_ROUNDS=1 qemu-test/vm.sh perf); `make bench` is the record.
+    # perftest alone, oxe and rxe taking turns measure by measure, for iterating
+    # on the data path (OXE_BENCH_ROUNDS=1 qemu-test/vm.sh perf); `make bench` is
+    # the record.
     net_setup
     run_suite bench_perf suite_bench_perf oxe rxe
     ;;
