@@ -12,6 +12,7 @@ reads the device's gauge first and expects exactly the rest.
 import errno
 import os
 import subprocess
+import time
 import unittest
 
 from pyverbs.cq import CQ
@@ -27,7 +28,16 @@ from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 DEV = os.environ.get('OXE_DEV', 'oxe0')
 
 
+# ib_core caches a device's hw counters for their lifespan (10 ms by default,
+# rounded up to whole jiffies, and still in force in the jiffy it ends): a
+# read that soon after the previous one gets the values from before whatever
+# happened in between. On a fast host four PDs closed in that time still
+# showed as live.
+COUNTER_SETTLE_SECONDS = 0.05
+
+
 def gauge(name):
+    time.sleep(COUNTER_SETTLE_SECONDS)
     for d in ('hw_counters', 'ports/1/hw_counters'):
         path = f'/sys/class/infiniband/{DEV}/{d}/{name}'
         if os.path.exists(path):
