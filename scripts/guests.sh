@@ -21,7 +21,7 @@ results=${1:?usage: guests.sh RESULTS}
 # A suite also fails on a kernel report in dmesg: the report's first lines too.
 source "$top/qemu-test/guest/splats.sh"
 keep_failures() { # run
-    local name log dir
+    local name verdict log dir
     while read -r name verdict; do
         [ "$verdict" = fail ] || continue
         dir=$results/logs
