@@ -170,6 +170,25 @@ pub(crate) struct Resp {
     /// answered as the transport answers any missing resource (an RC
     /// request's RNR NAK, a dropped response or datagram), not retried.
     pub(crate) odp_last_try: bool,
+    /// A plain ACK decided under the lock and built once it is released
+    /// ([`QpLock`]): the latest one only, as a later ACK covers an earlier.
+    pub(crate) ack_out: core::cell::Cell<Option<DeferredAck>>,
+}
+
+/// An ACK (no NAK, no payload) to build after the QP lock is released,
+/// with what it needs from the locked state copied out.
+///
+/// The receive softirq that places a peer's request holds the QP lock,
+/// and the QP's own process waits on that lock to post its next request
+/// the moment it sees the data land (`ib_write_lat` does exactly that):
+/// building the ACK (an skb, its headers, its ICRC) after the unlock takes
+/// it off that process's path.
+#[derive(Clone, Copy)]
+pub(crate) struct DeferredAck {
+    pub(crate) av: Av,
+    pub(crate) dest_qpn: u32,
+    pub(crate) psn: Psn,
+    pub(crate) msn: u32,
 }
 
 /// What the responder keeps of a READ or an atomic it executed, so that a
@@ -337,18 +356,34 @@ pub(crate) struct Qp {
     inner: SpinLockBh<QpInner>,
 }
 
-/// The QP's protocol state, locked. Dropping it unlocks, then sends the
-/// packets built meanwhile (fields drop in declaration order).
+/// The QP's protocol state, locked. Dropping it unlocks, then builds the
+/// ACK left for after the unlock, if any, and sends the packets built
+/// meanwhile (fields drop in declaration order, after `drop` moved the ACK
+/// out of the locked state).
 pub(crate) struct QpLock<'a> {
     guard: Guard<'a, QpInner, SpinLockBhBackend>,
-    _send: SendOnUnlock<'a>,
+    send: SendOnUnlock<'a>,
 }
 
-struct SendOnUnlock<'a>(&'a TxQueue);
+impl Drop for QpLock<'_> {
+    fn drop(&mut self) {
+        self.send.ack = self.guard.resp.ack_out.take();
+    }
+}
+
+struct SendOnUnlock<'a> {
+    qp: &'a Qp,
+    ack: Option<DeferredAck>,
+}
 
 impl Drop for SendOnUnlock<'_> {
     fn drop(&mut self) {
-        self.0.send_all();
+        if let Some(a) = self.ack.take() {
+            if let Ok(drv) = self.qp.drv() {
+                self.qp.send_deferred_ack(drv, &a);
+            }
+        }
+        self.qp.txq.send_all();
     }
 }
 
@@ -488,7 +523,10 @@ impl Qp {
     pub(crate) fn lock(&self) -> QpLock<'_> {
         QpLock {
             guard: self.inner.lock(),
-            _send: SendOnUnlock(&self.txq),
+            send: SendOnUnlock {
+                qp: self,
+                ack: None,
+            },
         }
     }
 
@@ -497,7 +535,10 @@ impl Qp {
     pub(crate) fn try_lock(&self) -> Option<QpLock<'_>> {
         Some(QpLock {
             guard: self.inner.try_lock()?,
-            _send: SendOnUnlock(&self.txq),
+            send: SendOnUnlock {
+                qp: self,
+                ack: None,
+            },
         })
     }
 

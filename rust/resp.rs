@@ -20,7 +20,7 @@ use crate::oxe_core::opcode::{codes as op, Operation, Position};
 use crate::oxe_core::qp_state::{QpState, QpType};
 use crate::oxe_core::{AccessOp, Psn};
 use crate::qp::{
-    Qp, QpInner, ReadInProgress, RecvInProgress, Resource, WriteInProgress, MAX_MSG_SZ,
+    DeferredAck, Qp, QpInner, ReadInProgress, RecvInProgress, Resource, WriteInProgress, MAX_MSG_SZ,
 };
 use crate::recv::Packet;
 use crate::tx::{self, Headers};
@@ -104,6 +104,11 @@ impl Qp {
         syndrome: Syndrome,
         atomic_ack: Option<AtomicAckEth>,
     ) {
+        // An ACK left for after the unlock goes first: this QP's responses
+        // leave in the order they were decided.
+        if let Some(a) = q.resp.ack_out.take() {
+            self.send_deferred_ack(drv, &a);
+        }
         let Some(av) = self.peer(q) else { return };
         let h = Headers {
             opcode,
@@ -123,15 +128,36 @@ impl Qp {
         self.respond(drv, q, op::RC_ACKNOWLEDGE, psn, syndrome, None);
     }
 
-    fn ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn) {
-        self.send_ack(
-            drv,
-            q,
+    /// A plain ACK of everything up to `psn`: built once the QP lock is
+    /// released ([`DeferredAck`]). One still waiting is replaced, as this
+    /// one acknowledges all it did.
+    fn ack(&self, q: &QpInner, psn: Psn) {
+        let Some(av) = self.peer(q) else { return };
+        q.resp.ack_out.set(Some(DeferredAck {
+            av,
+            dest_qpn: q.attr.dest_qpn,
             psn,
-            Syndrome::Ack {
-                credits: CREDITS_INVALID,
-            },
-        );
+            msn: q.resp.msn & 0x00ff_ffff,
+        }));
+    }
+
+    /// Builds and queues an ACK decided under the lock.
+    pub(crate) fn send_deferred_ack(&self, drv: &OxeDevice, a: &DeferredAck) {
+        let h = Headers {
+            opcode: op::RC_ACKNOWLEDGE,
+            psn: a.psn,
+            dest_qpn: a.dest_qpn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack {
+                    credits: CREDITS_INVALID,
+                },
+                msn: a.msn,
+            }),
+            ..Headers::default()
+        };
+        let _ = tx::transmit(drv, &self.txq, &a.av, self.sport, &h, 0, |_| {
+            Ok::<(), ()>(())
+        });
     }
 
     /// A request packet for this QP.
@@ -176,7 +202,7 @@ impl Qp {
             Verdict::Ack => {
                 q.resp.epsn = psn.next();
                 if p.bth.ack_req {
-                    self.ack(drv, q, psn);
+                    self.ack(q, psn);
                 }
             }
             Verdict::Answered => {}
@@ -286,7 +312,7 @@ impl Qp {
             _ => {
                 if p.bth.ack_req {
                     let last = q.resp.epsn.sub(1);
-                    self.ack(drv, q, last);
+                    self.ack(q, last);
                 }
             }
         }
