@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 32] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 33] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -41,6 +41,7 @@ pub(crate) const NAMES: [&core::ffi::CStr; 32] = [
     c"rx_inline_cqe",
     c"mkey_configure",
     c"mkey_access",
+    c"rx_lock_busy",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -107,6 +108,10 @@ pub(crate) struct Counters {
     pub(crate) mkey_configure: AtomicU64,
     /// Accesses that went through an indirect key (each level counts).
     pub(crate) mkey_access: AtomicU64,
+    /// Packets the receive softirq found their QP's lock held for, on
+    /// another CPU, and left to the QP's backlog rather than spin: each
+    /// one costs a trip through a work item.
+    pub(crate) rx_lock_busy: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -201,6 +206,7 @@ impl Counters {
             &self.rx_inline_cqe,
             &self.mkey_configure,
             &self.mkey_access,
+            &self.rx_lock_busy,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

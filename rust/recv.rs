@@ -121,6 +121,8 @@ impl OxeDevice {
                     if !(self.accept(bytes, l4, &p) && qp.process_locked(self, q, &p, false)) {
                         return;
                     }
+                } else {
+                    crate::counters::inc(&self.counters.rx_lock_busy);
                 }
                 qp
             }
