@@ -70,7 +70,20 @@ run_pair() { # name server-side tcp|cm port
         wait "$spid"
         return 1
     fi
-    "${cpre[@]}" timeout "$CLIENT_TIMEOUT" "${CLI[@]}" >"$co" 2>&1
+    "${cpre[@]}" timeout "$CLIENT_TIMEOUT" "${CLI[@]}" >"$co" 2>&1 &
+    local cpid=$! waited=0
+    # A client about to time out is looked at while it still hangs: once
+    # `timeout` has killed it, its QPs are gone and only the device
+    # counters are left to say what stalled.
+    while kill -0 "$cpid" 2>/dev/null; do
+        if [ "$waited" = $(((CLIENT_TIMEOUT - 5) * 5)) ]; then
+            hang_state "$cpid" "$spid" >"$CDIR/$name.hang.log" 2>&1
+            echo "    still running after $((CLIENT_TIMEOUT - 5)) s: state in $name.hang.log"
+        fi
+        waited=$((waited + 1))
+        snooze 0.2
+    done
+    wait "$cpid"
     crc=$?
     for i in $(seq $((CLIENT_GRACE * 5))); do
         kill -0 "$spid" 2>/dev/null || break
@@ -82,6 +95,25 @@ run_pair() { # name server-side tcp|cm port
     [ "$crc" = 0 ] || echo "    client exit $crc$([ "$crc" = 124 ] && echo ' (timeout)')"
     [ "$src" = 0 ] || echo "    server exit $src$([ "$src" = 124 ] && echo ' (timeout)')$([ "$src" = 143 ] && echo ' (stopped)')"
     [ "$crc" = 0 ] && [ "$src" = 0 ]
+}
+
+# What a hung client and server are doing: each process's threads (state, and
+# the kernel function a sleeping one waits in), every QP the devices have (state, PSNs), and each device's non-zero
+# counters (retries, timeouts, drops, sequence errors).
+hang_state() { # client-timeout-pid server-timeout-pid
+    local p t d
+    for p in $(pgrep -P "$1") $(pgrep -P "$2"); do
+        echo "== process $p: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+        for t in /proc/"$p"/task/*; do
+            echo "-- thread ${t##*/} $(cat "$t/comm") state $(awk '{print $3}' "$t/stat") in $(cat "$t/wchan")"
+        done
+    done
+    echo "== rdma resource show qp"
+    rdma resource show qp
+    for d in /sys/class/infiniband/*; do
+        echo "== ${d##*/} non-zero counters"
+        grep -H . "$d"/ports/1/hw_counters/* "$d"/hw_counters/* 2>/dev/null | grep -v ':0$' | sed 's|.*/||'
+    done
 }
 
 # perftest converts TSC cycles with a rate it samples when it starts; under TCG
