@@ -78,7 +78,9 @@ run_pair() { # name server-side tcp|cm port
     while kill -0 "$cpid" 2>/dev/null; do
         if [ "$waited" = $(((CLIENT_TIMEOUT - 5) * 5)) ]; then
             hang_state "$cpid" "$spid" >"$CDIR/$name.hang.log" 2>&1
-            echo "    still running after $((CLIENT_TIMEOUT - 5)) s: state in $name.hang.log"
+            # Into the suite's log too, whose tail a failed `make test` shows.
+            echo "    still running after $((CLIENT_TIMEOUT - 5)) s ($name.hang.log):"
+            sed 's/^/      /' "$CDIR/$name.hang.log"
         fi
         waited=$((waited + 1))
         snooze 0.2
