@@ -172,19 +172,19 @@ pub(crate) struct Resp {
     pub(crate) odp_last_try: bool,
     /// A plain ACK decided under the lock and built once it is released
     /// ([`QpLock`]): the latest one only, as a later ACK covers an earlier.
-    pub(crate) ack_out: core::cell::Cell<Option<DeferredAck>>,
+    ///
+    /// The receive softirq that places a peer's request holds the QP lock,
+    /// and the QP's own process waits on that lock to post its next request
+    /// the moment it sees the data land (`ib_write_lat` does exactly that):
+    /// building the ACK (an skb, its headers, its ICRC) after the unlock takes
+    /// it off that process's path.
+    pub(crate) ack_out: core::cell::Cell<Option<Reply>>,
 }
 
-/// An ACK (no NAK, no payload) to build after the QP lock is released,
-/// with what it needs from the locked state copied out.
-///
-/// The receive softirq that places a peer's request holds the QP lock,
-/// and the QP's own process waits on that lock to post its next request
-/// the moment it sees the data land (`ib_write_lat` does exactly that):
-/// building the ACK (an skb, its headers, its ICRC) after the unlock takes
-/// it off that process's path.
+/// Where a response goes and the PSN and MSN it carries, copied out of the
+/// locked state: what an ACK built after the unlock needs of it.
 #[derive(Clone, Copy)]
-pub(crate) struct DeferredAck {
+pub(crate) struct Reply {
     pub(crate) av: Av,
     pub(crate) dest_qpn: u32,
     pub(crate) psn: Psn,
@@ -373,7 +373,7 @@ impl Drop for QpLock<'_> {
 
 struct SendOnUnlock<'a> {
     qp: &'a Qp,
-    ack: Option<DeferredAck>,
+    ack: Option<Reply>,
 }
 
 impl Drop for SendOnUnlock<'_> {

@@ -20,7 +20,7 @@ use crate::oxe_core::opcode::{codes as op, Operation, Position};
 use crate::oxe_core::qp_state::{QpState, QpType};
 use crate::oxe_core::{AccessOp, Psn};
 use crate::qp::{
-    DeferredAck, Qp, QpInner, ReadInProgress, RecvInProgress, Resource, WriteInProgress, MAX_MSG_SZ,
+    Qp, QpInner, ReadInProgress, RecvInProgress, Reply, Resource, WriteInProgress, MAX_MSG_SZ,
 };
 use crate::recv::Packet;
 use crate::tx::{self, Headers};
@@ -92,6 +92,17 @@ impl Qp {
         q.attr.av
     }
 
+    /// Where a response at `psn` goes, and the MSN it carries, as the
+    /// locked state says now; `None` without a path.
+    fn reply(&self, q: &QpInner, psn: Psn) -> Option<Reply> {
+        Some(Reply {
+            av: self.peer(q)?,
+            dest_qpn: q.attr.dest_qpn,
+            psn,
+            msn: q.resp.msn & 0x00ff_ffff,
+        })
+    }
+
     /// Sends a response without payload that carries an AETH with
     /// `syndrome` and the current MSN: an ACK or NAK, an atomic
     /// acknowledgement (with `atomic_ack`), or an empty read response.
@@ -109,19 +120,34 @@ impl Qp {
         if let Some(a) = q.resp.ack_out.take() {
             self.send_deferred_ack(drv, &a);
         }
-        let Some(av) = self.peer(q) else { return };
+        if let Some(r) = self.reply(q, psn) {
+            self.transmit_aeth(drv, &r, opcode, syndrome, atomic_ack);
+        }
+    }
+
+    /// Builds and queues a response without payload with an AETH.
+    fn transmit_aeth(
+        &self,
+        drv: &OxeDevice,
+        r: &Reply,
+        opcode: u8,
+        syndrome: Syndrome,
+        atomic_ack: Option<AtomicAckEth>,
+    ) {
         let h = Headers {
             opcode,
-            psn,
-            dest_qpn: q.attr.dest_qpn,
+            psn: r.psn,
+            dest_qpn: r.dest_qpn,
             aeth: Some(Aeth {
                 syndrome,
-                msn: q.resp.msn & 0x00ff_ffff,
+                msn: r.msn,
             }),
             atomic_ack,
             ..Headers::default()
         };
-        let _ = tx::transmit(drv, &self.txq, &av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
+        let _ = tx::transmit(drv, &self.txq, &r.av, self.sport, &h, 0, |_| {
+            Ok::<(), ()>(())
+        });
     }
 
     fn send_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, syndrome: Syndrome) {
@@ -129,35 +155,20 @@ impl Qp {
     }
 
     /// A plain ACK of everything up to `psn`: built once the QP lock is
-    /// released ([`DeferredAck`]). One still waiting is replaced, as this
+    /// released (`Resp::ack_out`). One still waiting is replaced, as this
     /// one acknowledges all it did.
     fn ack(&self, q: &QpInner, psn: Psn) {
-        let Some(av) = self.peer(q) else { return };
-        q.resp.ack_out.set(Some(DeferredAck {
-            av,
-            dest_qpn: q.attr.dest_qpn,
-            psn,
-            msn: q.resp.msn & 0x00ff_ffff,
-        }));
+        if let Some(r) = self.reply(q, psn) {
+            q.resp.ack_out.set(Some(r));
+        }
     }
 
-    /// Builds and queues an ACK decided under the lock.
-    pub(crate) fn send_deferred_ack(&self, drv: &OxeDevice, a: &DeferredAck) {
-        let h = Headers {
-            opcode: op::RC_ACKNOWLEDGE,
-            psn: a.psn,
-            dest_qpn: a.dest_qpn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack {
-                    credits: CREDITS_INVALID,
-                },
-                msn: a.msn,
-            }),
-            ..Headers::default()
+    /// Builds and queues a plain ACK decided under the lock.
+    pub(crate) fn send_deferred_ack(&self, drv: &OxeDevice, r: &Reply) {
+        let ack = Syndrome::Ack {
+            credits: CREDITS_INVALID,
         };
-        let _ = tx::transmit(drv, &self.txq, &a.av, self.sport, &h, 0, |_| {
-            Ok::<(), ()>(())
-        });
+        self.transmit_aeth(drv, r, op::RC_ACKNOWLEDGE, ack, None);
     }
 
     /// A request packet for this QP.
