@@ -100,8 +100,9 @@ run_pair() { # name server-side tcp|cm port
 }
 
 # What a hung client and server are doing: each process's threads (state, and
-# the kernel function a sleeping one waits in), every QP the devices have (state, PSNs), and each device's non-zero
-# counters (retries, timeouts, drops, sequence errors).
+# the kernel function a sleeping one waits in), every QP the devices have
+# (state, PSNs), and each device's non-zero counters (retries, timeouts, drops,
+# sequence errors).
 hang_state() { # client-timeout-pid server-timeout-pid
     local p t d
     for p in $(pgrep -P "$1") $(pgrep -P "$2"); do
