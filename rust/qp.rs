@@ -20,7 +20,7 @@ use crate::ib::device::IbDev;
 use crate::ib::kmem::KernelToken;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhBackend};
 use crate::ib::objects::PdId;
-use crate::ib::pkt::TxQueue;
+use crate::ib::pkt::{OpenPacket, TxQueue};
 use crate::ib::qp::{QpAttr, QpCaps, QpHandle, QpInit};
 use crate::ib::queue::Ring;
 use crate::ib::work::{self, Drain, DrainOn, RxQueue, Work, WorkFn};
@@ -115,6 +115,9 @@ pub(crate) struct Req {
     /// responder acknowledges that far (see the sequence-error NAK in
     /// `Qp::on_response`).
     pub(crate) rewound_to: Option<Psn>,
+    /// The request packet still taking segments (`tx::Out`), queued on
+    /// `Qp::req_txq` when the lock is released.
+    pub(crate) open: OpenPacket,
 }
 
 /// A receive being filled by a multi-packet SEND.
@@ -179,6 +182,9 @@ pub(crate) struct Resp {
     /// building the ACK (an skb, its headers, its ICRC) after the unlock takes
     /// it off that process's path.
     pub(crate) ack_out: core::cell::Cell<Option<Reply>>,
+    /// The response packet still taking segments (`tx::Out`), queued on
+    /// `Qp::txq` when the lock is released.
+    pub(crate) open: OpenPacket,
 }
 
 /// Where a response goes and the PSN and MSN it carries, copied out of the
@@ -367,6 +373,14 @@ pub(crate) struct QpLock<'a> {
 
 impl Drop for QpLock<'_> {
     fn drop(&mut self) {
+        // Packets still open for more segments belong to this hold: queued
+        // before the unlock, they precede anything built after it.
+        if let Some(p) = self.guard.req.open.take() {
+            self.send.qp.req_txq.push(p);
+        }
+        if let Some(p) = self.guard.resp.open.take() {
+            self.send.qp.txq.push(p);
+        }
         self.send.ack = self.guard.resp.ack_out.take();
     }
 }

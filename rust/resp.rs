@@ -9,6 +9,7 @@
 
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
+use crate::ib::pkt::OpenPacket;
 use crate::ib::qp::QpEvent;
 use crate::mr::Denied;
 use crate::oxe_core::abi::{
@@ -118,17 +119,19 @@ impl Qp {
         // An ACK left for after the unlock goes first: this QP's responses
         // leave in the order they were decided.
         if let Some(a) = q.resp.ack_out.take() {
-            self.send_deferred_ack(drv, &a);
+            self.ack_now(drv, Some(&q.resp.open), &a);
         }
         if let Some(r) = self.reply(q, psn) {
-            self.transmit_aeth(drv, &r, opcode, syndrome, atomic_ack);
+            self.transmit_aeth(drv, Some(&q.resp.open), &r, opcode, syndrome, atomic_ack);
         }
     }
 
-    /// Builds and queues a response without payload with an AETH.
+    /// Builds and queues a response without payload with an AETH, after
+    /// the packet `open` under the lock, if any.
     fn transmit_aeth(
         &self,
         drv: &OxeDevice,
+        open: Option<&OpenPacket>,
         r: &Reply,
         opcode: u8,
         syndrome: Syndrome,
@@ -145,9 +148,12 @@ impl Qp {
             atomic_ack,
             ..Headers::default()
         };
-        let _ = tx::transmit(drv, &self.txq, &r.av, self.sport, &h, 0, |_| {
-            Ok::<(), ()>(())
-        });
+        let out = tx::Out {
+            queue: &self.txq,
+            open,
+            burst: 1,
+        };
+        let _ = tx::transmit(drv, &out, &r.av, self.sport, &h, 0, |_| Ok::<(), ()>(()));
     }
 
     fn send_ack(&self, drv: &OxeDevice, q: &QpInner, psn: Psn, syndrome: Syndrome) {
@@ -163,12 +169,19 @@ impl Qp {
         }
     }
 
-    /// Builds and queues a plain ACK decided under the lock.
+    /// Builds and queues a plain ACK decided under the lock, once it is
+    /// released.
     pub(crate) fn send_deferred_ack(&self, drv: &OxeDevice, r: &Reply) {
+        self.ack_now(drv, None, r);
+    }
+
+    /// Builds and queues a plain ACK, after the packet `open` under the
+    /// lock, if any.
+    fn ack_now(&self, drv: &OxeDevice, open: Option<&OpenPacket>, r: &Reply) {
         let ack = Syndrome::Ack {
             credits: CREDITS_INVALID,
         };
-        self.transmit_aeth(drv, r, op::RC_ACKNOWLEDGE, ack, None);
+        self.transmit_aeth(drv, open, r, op::RC_ACKNOWLEDGE, ack, None);
     }
 
     /// A request packet for this QP.
@@ -729,9 +742,16 @@ impl Qp {
                 ..Headers::default()
             };
             let (mr, va) = (&r.mr, r.va);
+            let out = tx::Out {
+                queue: &self.txq,
+                open: Some(&q.resp.open),
+                // The first response is longer than the rest (its AETH):
+                // a packet of its own.
+                burst: if k == 0 { 1 } else { end - k },
+            };
             let res = tx::transmit(
                 drv,
-                &self.txq,
+                &out,
                 &av,
                 self.sport,
                 &h,

@@ -9,7 +9,7 @@
 
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
-use crate::ib::pkt::{TxPacket, TxQueue, ICRC_LEN};
+use crate::ib::pkt::{OpenPacket, TxPacket, TxQueue, ICRC_LEN};
 use crate::oxe_core::aeth::Aeth;
 use crate::oxe_core::bth::Bth;
 use crate::oxe_core::ext_headers::{AtomicAckEth, AtomicEth, Deth, Feth, Ieth, ImmDt, Reth};
@@ -55,11 +55,58 @@ fn put<H: WireHeader>(buf: &mut [u8], at: Option<usize>, h: Option<H>) -> Result
     }
 }
 
+/// Where `transmit` puts a packet.
+pub(crate) struct Out<'a> {
+    /// The queue it is sent from.
+    pub(crate) queue: &'a TxQueue,
+    /// The packet being built under the QP's lock, which a packet of the
+    /// same size to the same destination joins as one more segment (see
+    /// `TxPacket`). `None` outside the lock.
+    pub(crate) open: Option<&'a OpenPacket>,
+    /// How many packets of this size the caller means to build in a row,
+    /// this one included: the room a new packet asks for.
+    pub(crate) burst: u32,
+}
+
+impl Out<'_> {
+    /// Hands on a built packet: kept open for more segments while it has
+    /// room, else queued (or delivered, for this host).
+    fn put(&self, pkt: TxPacket) {
+        match self.open {
+            Some(open) if pkt.is_open() => open.set(Some(pkt)),
+            _ if pkt.is_local() => crate::ib::device::loop_back::<crate::device::OxeDevice>(pkt),
+            _ => self.queue.push(pkt),
+        }
+    }
+
+    /// The packet a segment of `len` bytes goes in, its last: the open one
+    /// if it can join, else a new one (the open one is queued first, so
+    /// that packets leave in the order they were built).
+    fn packet(&self, drv: &OxeDevice, av: &Av, sport: u16, len: usize) -> Result<TxPacket> {
+        if let Some(mut pkt) = self.open.and_then(|o| o.take()) {
+            if pkt.append(av, sport, len, self.burst <= 1) {
+                return Ok(pkt);
+            }
+            self.queue.push(pkt);
+        }
+        TxPacket::new(&drv.netdev, av, self.queue.route(), sport, len, self.burst)
+    }
+
+    /// A segment that could not be built is taken back out; a packet left
+    /// with none is dropped.
+    fn discard(&self, mut pkt: TxPacket) {
+        if pkt.segments() > 1 {
+            pkt.unappend();
+            self.put(pkt);
+        }
+    }
+}
+
 /// Builds one packet of `payload_len` bytes, which `fill` writes, and
 /// queues it on `out` (sent when the QP's lock is released).
 pub(crate) fn transmit<E>(
     drv: &OxeDevice,
-    out: &TxQueue,
+    out: &Out<'_>,
     av: &Av,
     sport: u16,
     h: &Headers,
@@ -70,8 +117,33 @@ pub(crate) fn transmit<E>(
     let hdr_len = info.header_len();
     let pad = (4 - payload_len % 4) % 4;
     let total = hdr_len + payload_len + pad + ICRC_LEN;
-    let mut pkt =
-        TxPacket::new(&drv.netdev, av, out.route(), sport, total).map_err(|_| TxError::Net)?;
+    let mut pkt = out
+        .packet(drv, av, sport, total)
+        .map_err(|_| TxError::Net)?;
+    match build(&mut pkt, h, info, payload_len, fill) {
+        Ok(()) => {}
+        Err(e) => {
+            out.discard(pkt);
+            return Err(e);
+        }
+    }
+    drv.counters
+        .port
+        .sent(total, crate::oxe_core::gid::is_multicast(&av.dgid));
+    out.put(pkt);
+    Ok(())
+}
+
+/// Writes the headers, the payload and the ICRC of `pkt`'s last segment.
+fn build<E>(
+    pkt: &mut TxPacket,
+    h: &Headers,
+    info: opcode::OpcodeInfo,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> core::result::Result<(), E>,
+) -> core::result::Result<(), TxError<E>> {
+    let hdr_len = info.header_len();
+    let pad = (4 - payload_len % 4) % 4;
     let buf = pkt.payload();
     let bth = Bth {
         opcode: h.opcode,
@@ -106,14 +178,5 @@ pub(crate) fn transmit<E>(
     let (data, tail) = rest.split_at_mut(payload_len);
     fill(data).map_err(TxError::Fill)?;
     tail.fill(0);
-    pkt.seal().map_err(|_| TxError::Net)?;
-    drv.counters
-        .port
-        .sent(total, crate::oxe_core::gid::is_multicast(&av.dgid));
-    if pkt.is_local() {
-        crate::ib::device::loop_back::<crate::device::OxeDevice>(pkt);
-    } else {
-        out.push(pkt);
-    }
-    Ok(())
+    pkt.seal().map_err(|_| TxError::Net)
 }

@@ -15,6 +15,8 @@
 #include <net/ip.h>
 #include <net/ip6_route.h>
 #include <net/route.h>
+#include <net/udp.h>
+#include <net/ip6_checksum.h>
 #include <net/if_inet6.h>
 #include <rdma/ib_umem.h>
 #include "shim.h"
@@ -281,9 +283,11 @@ static void oxe_route_keep(struct oxe_route_cache *rc, struct net_device *ndev,
  * device that owns the destination (a reference), if any.
  */
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
-				  struct oxe_route_cache *rc, unsigned int len, u8 **l3,
-				  bool *local, struct ib_device **to, int *err)
+				  struct oxe_route_cache *rc, unsigned int len,
+				  unsigned int *extra, u8 **l3, bool *local,
+				  struct ib_device **to, int *err)
 {
+	unsigned int room = LL_RESERVED_SPACE(ndev) + len + ndev->needed_tailroom;
 	struct net_device *owner = NULL;
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
@@ -350,8 +354,19 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 	if (*local)
 		*to = oxe_local_owner(net, av, &owner);
 
-	/* The requester runs under its QP's softirq-safe lock. */
-	skb = alloc_skb(LL_RESERVED_SPACE(ndev) + len + ndev->needed_tailroom, GFP_ATOMIC);
+	/*
+	 * The requester runs under its QP's softirq-safe lock. Room for more
+	 * segments is a wish: without it the packet goes alone.
+	 */
+	skb = NULL;
+	if (*local)
+		*extra = 0;
+	if (*extra)
+		skb = alloc_skb(room + *extra, GFP_ATOMIC | __GFP_NOWARN);
+	if (!skb) {
+		*extra = 0;
+		skb = alloc_skb(room, GFP_ATOMIC);
+	}
 	if (!skb) {
 		dst_release(dst);
 		if (*to)
@@ -371,6 +386,34 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 	skb_dst_set(skb, dst);
 	*err = 0;
 	return skb;
+}
+
+u8 *oxe_shim_skb_put(struct sk_buff *skb, unsigned int len)
+{
+	return skb_put(skb, len);
+}
+
+void oxe_shim_skb_trim(struct sk_buff *skb, unsigned int len)
+{
+	skb_trim(skb, len);
+}
+
+void oxe_shim_tx_gso(struct sk_buff *skb, unsigned int gso_size, unsigned int segs)
+{
+	unsigned int len = skb->len - skb_transport_offset(skb);
+	struct udphdr *uh = udp_hdr(skb);
+
+	skb_shinfo(skb)->gso_size = gso_size;
+	skb_shinfo(skb)->gso_segs = segs;
+	skb_shinfo(skb)->gso_type = SKB_GSO_UDP_L4;
+	/* What __udp_gso_segment asks of a packet it splits. */
+	skb->ip_summed = CHECKSUM_PARTIAL;
+	skb->csum_start = skb_transport_header(skb) - skb->head;
+	skb->csum_offset = offsetof(struct udphdr, check);
+	if (skb->protocol == htons(ETH_P_IP))
+		uh->check = ~udp_v4_check(len, ip_hdr(skb)->saddr, ip_hdr(skb)->daddr, 0);
+	else
+		uh->check = ~udp_v6_check(len, &ipv6_hdr(skb)->saddr, &ipv6_hdr(skb)->daddr, 0);
 }
 
 int oxe_shim_tx_send(struct sk_buff *skb)

@@ -81,10 +81,23 @@ struct oxe_route_cache;
  * then an RDMA_DRIVER_UNKNOWN device (maybe not oxe's) on the netdev that
  * owns the destination address, with a reference for the caller, or NULL
  * if there is none, and the skb's device is the netdev that device holds.
+ * *@extra asks for that many more bytes of room after the packet, for more
+ * segments (oxe_shim_tx_gso); it says on return how many were given: none
+ * to a local destination, or when memory for them is short.
  */
 struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *av,
-				  struct oxe_route_cache *rc, unsigned int len, u8 **l3,
-				  bool *local, struct ib_device **to, int *err);
+				  struct oxe_route_cache *rc, unsigned int len,
+				  unsigned int *extra, u8 **l3, bool *local,
+				  struct ib_device **to, int *err);
+/* skb_put and skb_trim on a linear skb of ours. */
+u8 *oxe_shim_skb_put(struct sk_buff *skb, unsigned int len);
+void oxe_shim_skb_trim(struct sk_buff *skb, unsigned int len);
+/*
+ * Marks a finished packet of @segs UDP segments of @gso_size bytes (the
+ * last may be shorter) for UDP segmentation (SKB_GSO_UDP_L4), which needs
+ * the UDP checksum offloaded: each segment gets a valid one.
+ */
+void oxe_shim_tx_gso(struct sk_buff *skb, unsigned int gso_size, unsigned int segs);
 /*
  * The route a QP sent its last packet by (shim.c says why and how it is
  * checked): oxe_shim_tx_alloc takes one, or NULL to look the route up.

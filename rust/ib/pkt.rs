@@ -10,6 +10,7 @@ use super::netdev::NetDev;
 use crate::bindings as b;
 use crate::oxe_core::icrc;
 use crate::oxe_core::ip::{self, IpHeader};
+use crate::oxe_core::opcode::BTH_LEN;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
@@ -31,20 +32,65 @@ pub(crate) fn icrc_of(packet: &[u8], l4: usize) -> Option<u32> {
     Some(icrc::icrc_finish(super::crc::update(crc, rest)))
 }
 
-/// A packet being built, from the BTH to the ICRC.
+/// Most bytes of segments one packet carries: its buffer, with the headers
+/// and `skb_shared_info`, then fits an order-3 allocation (32 KiB, the
+/// largest the page allocator counts as cheap).
+const BATCH_BYTES: usize = 28 * 1024;
+/// Most segments one packet carries.
+const BATCH_SEGS: u16 = 32;
+
+/// A packet being built: one RoCE packet (BTH to ICRC), or several of one
+/// size to one destination, back to back after one IP and UDP header, which
+/// the network stack carries whole as far as it can and splits into
+/// datagrams where it must (UDP segmentation, `SKB_GSO_UDP_L4`): at the
+/// receiving socket of a peer on this host, or at a device that cannot
+/// take it. Each packet is a segment, sealed with the ICRC of the headers
+/// the split gives it (`seal`).
+///
+/// A batch exists because the packets cost the time, not the bytes: every
+/// skb pays the transmit path, the veth and the receive path up to the
+/// socket, whatever it carries.
 ///
 /// # Invariants
 ///
-/// `skb` is an skb we own, linear, whose last `len` bytes start at `payload`
-/// and whose network header is set.
+/// `skb` is an skb we own, linear, with `hdr + used` bytes from `l3` (the
+/// network header) to its tail, and `room` more bytes of tailroom. Its
+/// segments are `segs` >= 1 runs of `seg` bytes, the last one `cur` bytes
+/// (at most `seg`).
 pub(crate) struct TxPacket {
     skb: NonNull<b::sk_buff>,
-    payload: NonNull<u8>,
-    len: usize,
+    l3: NonNull<u8>,
+    /// The IP and UDP headers' length.
+    hdr: usize,
+    ipv6: bool,
+    /// Every segment's length but the last's (the GSO size).
+    seg: usize,
+    /// The bytes of all segments.
+    used: usize,
+    /// The last segment's length: the one being built.
+    cur: usize,
+    room: usize,
+    segs: u16,
+    /// No segment may follow: the last was short, or there is no room.
+    closed: bool,
+    /// The first segment's IPv4 identification; segmentation numbers the
+    /// others on from it.
+    id: u16,
+    /// What a segment must share with the packet to join it.
+    av: Av,
+    sport: u16,
     local: bool,
     /// For a local packet, the device that owns its destination address.
     to: Option<DevRef>,
 }
+
+// SAFETY: an skb we own may move between contexts; `to` is a counted
+// reference.
+unsafe impl Send for TxPacket {}
+
+/// The packet a QP's lock holder may add segments to, kept in the locked
+/// state and queued when the lock is released (`QpLock`).
+pub(crate) type OpenPacket = core::cell::Cell<Option<TxPacket>>;
 
 /// An address vector as the C side takes it.
 pub(crate) fn c_av(av: &Av) -> b::oxe_av {
@@ -63,13 +109,15 @@ pub(crate) fn c_av(av: &Av) -> b::oxe_av {
 impl TxPacket {
     /// Routes to `av` from `ndev` and allocates room for `len` bytes after
     /// the UDP header (BTH, payload and ICRC), with the IP and UDP headers
-    /// written in front of them.
+    /// written in front of them, and room for up to `burst` - 1 more
+    /// segments of that size if memory allows.
     pub(crate) fn new(
         ndev: &NetDev,
         av: &Av,
         route: &RouteCache,
         sport: u16,
         len: usize,
+        burst: u32,
     ) -> Result<Self> {
         let ip = IpHeader {
             sgid: av.sgid,
@@ -82,6 +130,11 @@ impl TxPacket {
         let hdr = ip.len() + ip::UDP_LEN;
         let total = len.checked_add(hdr).ok_or(EINVAL)?;
         let total_c = u32::try_from(total).map_err(|_| EINVAL)?;
+        let segs = usize::try_from(burst)
+            .unwrap_or(1)
+            .clamp(1, BATCH_SEGS.into())
+            .min(BATCH_BYTES / len.max(1));
+        let mut extra = u32::try_from(segs.saturating_sub(1) * len).map_err(|_| EINVAL)?;
         let c_av = c_av(av);
         let mut l3: *mut u8 = core::ptr::null_mut();
         let mut local = false;
@@ -96,6 +149,7 @@ impl TxPacket {
                 &c_av,
                 route.0.as_ptr(),
                 total_c,
+                &mut extra,
                 &mut l3,
                 &mut local,
                 &mut to,
@@ -108,14 +162,24 @@ impl TxPacket {
             return Err(Error::from_errno(if err != 0 { err } else { -12 }));
         };
         let l3 = NonNull::new(l3).ok_or(ENOMEM)?;
+        let room = extra as usize;
         // INVARIANT: tx_alloc put `total` bytes at `l3` in a linear skb,
-        // the last `len` of them after the headers.
+        // the last `len` of them after the headers, with `extra` more room.
         // (Dropped on an error below, it frees the skb.)
-        let pkt = TxPacket {
+        let mut pkt = TxPacket {
             skb,
-            // SAFETY: `hdr` <= `total`, within the skb's bytes.
-            payload: unsafe { l3.add(hdr) },
-            len,
+            l3,
+            hdr,
+            ipv6: ip.ipv6,
+            seg: len,
+            used: len,
+            cur: len,
+            room,
+            segs: 1,
+            closed: room < len,
+            id: 0,
+            av: *av,
+            sport,
             local,
             to,
         };
@@ -127,41 +191,139 @@ impl TxPacket {
             .filter(|_| !ip.ipv6)
         {
             // The identification is the kernel's (it reads the addresses
-            // and protocol written above); the checksum goes last.
+            // and protocol written above), one for each segment there is
+            // room for; the checksum goes last.
             // SAFETY: an IPv4 header in our skb, of the netdev's namespace.
             unsafe {
                 b::__ip_select_ident(
                     super::udp::NetNs::of(ndev).as_ptr(),
                     iph.as_mut_ptr().cast(),
-                    1,
+                    i32::try_from(1 + room / len.max(1)).unwrap_or(1),
                 )
             };
+            pkt.id = ip::ipv4_id(iph).unwrap_or(0);
             ip::set_ipv4_checksum(iph);
         }
         Ok(pkt)
     }
 
-    /// The bytes from the BTH to the ICRC.
-    pub(crate) fn payload(&mut self) -> &mut [u8] {
-        // SAFETY: `len` bytes at `payload` belong to our skb (type invariant).
-        unsafe { core::slice::from_raw_parts_mut(self.payload.as_ptr(), self.len) }
+    /// Adds a segment of `len` bytes for `av` from `sport`, which becomes
+    /// the one `payload` and `seal` work on; false if it cannot join. A
+    /// segment shorter than the others ends the packet, so it joins only
+    /// as the `last` its caller means to build: one that many more follow
+    /// starts a packet of their size instead.
+    pub(crate) fn append(&mut self, av: &Av, sport: u16, len: usize, last: bool) -> bool {
+        if self.closed
+            || self.segs >= BATCH_SEGS
+            || len == 0
+            || len > self.seg
+            || (len < self.seg && !last)
+            || len > self.room
+            || sport != self.sport
+            || *av != self.av
+        {
+            return false;
+        }
+        let Ok(len_c) = u32::try_from(len) else {
+            return false;
+        };
+        // SAFETY: our linear skb, with `room` >= `len` bytes of tailroom
+        // (type invariant).
+        unsafe { b::oxe_shim_skb_put(self.skb.as_ptr(), len_c) };
+        // INVARIANT: the skb grew by `len`, the new last segment.
+        self.used += len;
+        self.room -= len;
+        self.cur = len;
+        self.segs += 1;
+        self.closed = len < self.seg || self.room < self.seg;
+        true
     }
 
-    /// Fills in the ICRC over the finished headers and payload.
+    /// Takes the last segment back out (its filling failed). The packet
+    /// must have another.
+    pub(crate) fn unappend(&mut self) {
+        if self.segs < 2 {
+            return;
+        }
+        self.used -= self.cur;
+        self.room += self.cur;
+        // Only a last segment is ever short.
+        self.cur = self.seg;
+        self.segs -= 1;
+        self.closed = self.room < self.seg;
+        let len = u32::try_from(self.hdr + self.used).unwrap_or(u32::MAX);
+        // SAFETY: our linear skb, shortened to its remaining segments
+        // (restoring the type invariant).
+        unsafe { b::oxe_shim_skb_trim(self.skb.as_ptr(), len) };
+    }
+
+    /// How many segments it carries.
+    pub(crate) fn segments(&self) -> u16 {
+        self.segs
+    }
+
+    /// Whether another segment could still join.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.closed
+    }
+
+    /// The last segment's bytes, from the BTH to the ICRC.
+    pub(crate) fn payload(&mut self) -> &mut [u8] {
+        let at = self.hdr + self.used - self.cur;
+        // SAFETY: `cur` bytes at `at` from the network header are the last
+        // segment's, in our skb (type invariant).
+        unsafe { core::slice::from_raw_parts_mut(self.l3.as_ptr().add(at), self.cur) }
+    }
+
+    /// Fills in the last segment's ICRC, over the headers it will carry
+    /// once split off (its own lengths and IPv4 identification) and its
+    /// bytes.
     pub(crate) fn seal(&mut self) -> Result {
-        let mut len = 0usize;
-        let mut l4 = 0usize;
-        // SAFETY: our linear skb (type invariant).
-        let l3 = unsafe { b::oxe_shim_skb_l3(self.skb.as_ptr(), &mut len, &mut l4) };
-        if l3.is_null() || len < ICRC_LEN {
+        let (hdr, ipv6) = (self.hdr, self.ipv6);
+        let udp_len = u16::try_from(ip::UDP_LEN + self.cur).map_err(|_| EINVAL)?;
+        let id = self.id.wrapping_add(self.segs - 1);
+        let mut scratch = [0u8; ip::IPV6_LEN + UDP_BTH_LEN];
+        let head = scratch.get_mut(..hdr + BTH_LEN).ok_or(EINVAL)?;
+        // SAFETY: the headers, `hdr` bytes from the network header of our
+        // skb (type invariant); not aliased by `payload` below, which
+        // starts after them.
+        let headers = unsafe { core::slice::from_raw_parts(self.l3.as_ptr(), hdr) };
+        head.get_mut(..hdr).ok_or(EINVAL)?.copy_from_slice(headers);
+        let seg = self.payload();
+        if seg.len() < BTH_LEN + ICRC_LEN {
             return Err(EINVAL);
         }
-        // SAFETY: `len` bytes from the network header to the tail are ours.
-        let bytes = unsafe { core::slice::from_raw_parts_mut(l3, len) };
-        let (body, crc) = bytes.split_at_mut(len - ICRC_LEN);
-        let v = icrc_of(body, l4).ok_or(EINVAL)?;
+        let (body, crc) = seg.split_at_mut(seg.len() - ICRC_LEN);
+        let (bth, rest) = body.split_at(BTH_LEN);
+        head.get_mut(hdr..).ok_or(EINVAL)?.copy_from_slice(bth);
+        ip::set_segment(head, ipv6, udp_len, id).ok_or(EINVAL)?;
+        let v = icrc::icrc_start(head).map_err(|_| EINVAL)?;
+        let v = icrc::icrc_finish(super::crc::update(v, rest));
         crc.copy_from_slice(&icrc::to_wire(v));
         Ok(())
+    }
+
+    /// Makes the IP and UDP headers the whole packet's and, with more than
+    /// one segment, marks it for segmentation. Once, before it is sent.
+    fn finish(&mut self) {
+        if self.segs < 2 {
+            return;
+        }
+        // SAFETY: the headers, `hdr` bytes from the network header of our
+        // skb (type invariant).
+        let headers = unsafe { core::slice::from_raw_parts_mut(self.l3.as_ptr(), self.hdr) };
+        let udp_len = u16::try_from(ip::UDP_LEN + self.used).unwrap_or(u16::MAX);
+        let _ = ip::set_segment(headers, self.ipv6, udp_len, self.id);
+        if let Some(iph) = headers
+            .first_chunk_mut::<{ ip::IPV4_LEN }>()
+            .filter(|_| !self.ipv6)
+        {
+            ip::set_ipv4_checksum(iph);
+        }
+        let seg = u32::try_from(self.seg).unwrap_or(u32::MAX);
+        // SAFETY: our finished skb, headers set.
+        unsafe { b::oxe_shim_tx_gso(self.skb.as_ptr(), seg, self.segs.into()) };
+        self.closed = true;
     }
 
     /// Whether the destination is this host.
@@ -170,7 +332,8 @@ impl TxPacket {
     }
 
     /// The packet as if it had been received (loopback delivery), with the
-    /// device that owns its destination address, if any.
+    /// device that owns its destination address, if any. A local packet
+    /// has one segment.
     pub(crate) fn into_rx(mut self) -> (Option<DevRef>, RxPacket) {
         let to = self.to.take();
         let skb = self.skb;
@@ -389,6 +552,7 @@ impl TxQueue {
 
     /// Queues a sealed packet.
     pub(crate) fn push(&self, mut pkt: TxPacket) {
+        pkt.finish();
         // (Only packets for the wire are queued; a local one's device
         // reference must not be forgotten with it.)
         drop(pkt.to.take());

@@ -38,9 +38,11 @@ suite_profile() { # type...
     perf record -o /tmp/warm.data -- true >/dev/null 2>&1
     for type in "$@"; do
         pair_setup "${type}0" "${type}1" || return 1
-        # Six times the benchmark's iterations: the transfer outlasts setup
-        # plus the sampled window even on a fast host.
-        BENCH_BW_ITERS=6000 BENCH_LAT_ITERS=60000 bench_perf_run "$type" "$m" profile >"$out/$type-value.txt" &
+        # Twelve times the benchmark's iterations: the transfer outlasts
+        # setup plus the sampled window even on a fast host (six times did
+        # not once oxe sent several packets per skb: 375 MiB at 67 MB/s),
+        # and well inside the clients' 60 s timeout at rxe's slowest.
+        BENCH_BW_ITERS=12000 BENCH_LAT_ITERS=120000 bench_perf_run "$type" "$m" profile >"$out/$type-value.txt" &
         run=$!
         sleep 4
         before=$(grep '^cpu[0-9]' /proc/stat)

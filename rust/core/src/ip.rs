@@ -130,6 +130,43 @@ pub fn set_ipv4_checksum(iph: &mut [u8; IPV4_LEN]) {
     iph[10..12].copy_from_slice(&check.to_be_bytes());
 }
 
+/// Rewrites the IP and UDP headers at the start of `hdr` as UDP
+/// segmentation (`SKB_GSO_UDP_L4`) writes them into one segment of a batch:
+/// the lengths for a UDP datagram of `udp_len` bytes (header included) and,
+/// for IPv4, the identification `id` (the batch's first plus the segment's
+/// index). A segment's ICRC covers exactly these fields (IBTA A17.4.2 masks
+/// only TOS or traffic class, TTL or hop limit, flow label and the
+/// checksums), so it is computed over the header so rewritten. Returns
+/// `None`, writing nothing, if `hdr` is shorter than its IP and UDP headers.
+pub fn set_segment(hdr: &mut [u8], ipv6: bool, udp_len: u16, id: u16) -> Option<()> {
+    // Where the UDP length is, and where the UDP header ends: sums of
+    // small constants.
+    let (udp_at, end) = if ipv6 {
+        (IPV6_LEN + 4, IPV6_LEN + UDP_LEN)
+    } else {
+        (IPV4_LEN + 4, IPV4_LEN + UDP_LEN)
+    };
+    if hdr.len() < end {
+        return None;
+    }
+    if ipv6 {
+        hdr.get_mut(4..6)?.copy_from_slice(&udp_len.to_be_bytes());
+    } else {
+        let total = udp_len.checked_add(IPV4_LEN as u16)?;
+        hdr.get_mut(2..4)?.copy_from_slice(&total.to_be_bytes());
+        hdr.get_mut(4..6)?.copy_from_slice(&id.to_be_bytes());
+    }
+    hdr.get_mut(udp_at..udp_at.wrapping_add(2))?
+        .copy_from_slice(&udp_len.to_be_bytes());
+    Some(())
+}
+
+/// The identification of the IPv4 header at the start of `hdr`.
+pub fn ipv4_id(hdr: &[u8]) -> Option<u16> {
+    let id = hdr.get(4..6)?;
+    Some(u16::from_be_bytes([*id.first()?, *id.get(1)?]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +260,38 @@ mod tests {
         assert!(short.iter().all(|&b| b == 0));
         let mut huge = vec![0u8; 70_000];
         assert!(write_headers(&mut huge, &ip, 1).is_none());
+    }
+
+    #[test]
+    fn segment_headers_as_segmentation_writes_them() {
+        let ip = IpHeader {
+            sgid: v4([10, 0, 0, 1]),
+            dgid: v4([10, 0, 0, 2]),
+            ipv6: false,
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: 0,
+        };
+        let mut batch = [0u8; 28 + 3 * 100];
+        write_headers(&mut batch, &ip, 0xc000).unwrap();
+        batch[4..6].copy_from_slice(&0xfffeu16.to_be_bytes());
+        let mut seg = [0u8; 28];
+        seg.copy_from_slice(&batch[..28]);
+        let id = ipv4_id(&seg).unwrap().wrapping_add(2);
+        set_segment(&mut seg, false, 8 + 100, id).unwrap();
+        assert_eq!(u16::from_be_bytes([seg[2], seg[3]]), 20 + 8 + 100);
+        // The identification wraps as the kernel's 16-bit counter does.
+        assert_eq!(u16::from_be_bytes([seg[4], seg[5]]), 0);
+        assert_eq!(u16::from_be_bytes([seg[24], seg[25]]), 108);
+        // Everything else is the batch's.
+        assert_eq!(seg[..2], batch[..2]);
+        assert_eq!(seg[6..24], batch[6..24]);
+        assert_eq!(seg[26..28], batch[26..28]);
+        let mut v6 = [0u8; 48];
+        v6[0] = 0x60;
+        set_segment(&mut v6, true, 1000, 7).unwrap();
+        assert_eq!(u16::from_be_bytes([v6[4], v6[5]]), 1000);
+        assert_eq!(u16::from_be_bytes([v6[44], v6[45]]), 1000);
+        assert!(set_segment(&mut [0u8; 27], false, 8, 0).is_none());
     }
 }
