@@ -287,7 +287,12 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 				  unsigned int *extra, u8 **l3, bool *local,
 				  struct ib_device **to, int *err)
 {
-	unsigned int room = LL_RESERVED_SPACE(ndev) + len + ndev->needed_tailroom;
+	/*
+	 * Read once: the netdev's headroom may grow meanwhile, and reserving
+	 * more than was allocated for would eat the room promised in *extra.
+	 */
+	unsigned int reserve = LL_RESERVED_SPACE(ndev);
+	unsigned int room = reserve + len + READ_ONCE(ndev->needed_tailroom);
 	struct net_device *owner = NULL;
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
@@ -375,7 +380,7 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 		*err = -ENOMEM;
 		return NULL;
 	}
-	skb_reserve(skb, LL_RESERVED_SPACE(ndev));
+	skb_reserve(skb, reserve);
 	*l3 = skb_put(skb, len);
 	skb->dev = *to ? owner : ndev;
 	skb->protocol = av->ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
@@ -386,6 +391,11 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 	skb_dst_set(skb, dst);
 	*err = 0;
 	return skb;
+}
+
+void oxe_shim_udp_no_csum_convert(struct sock *sk)
+{
+	inet_dec_convert_csum(sk);
 }
 
 u8 *oxe_shim_skb_put(struct sk_buff *skb, unsigned int len)

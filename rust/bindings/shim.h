@@ -89,6 +89,13 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 				  struct oxe_route_cache *rc, unsigned int len,
 				  unsigned int *extra, u8 **l3, bool *local,
 				  struct ib_device **to, int *err);
+/*
+ * Undoes, on a RoCE tunnel socket, setup_udp_tunnel_sock's request for
+ * received checksums to be converted to CHECKSUM_COMPLETE: nothing in oxe
+ * reads them, and with it UDP checksums every segment it splits from a GSO
+ * packet as it copies it out (udp_rcv_segment).
+ */
+void oxe_shim_udp_no_csum_convert(struct sock *sk);
 /* skb_put and skb_trim on a linear skb of ours. */
 u8 *oxe_shim_skb_put(struct sk_buff *skb, unsigned int len);
 void oxe_shim_skb_trim(struct sk_buff *skb, unsigned int len);

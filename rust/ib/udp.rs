@@ -93,8 +93,15 @@ impl UdpSocket {
             ..Default::default()
         };
         // SAFETY: a socket created above; the callback stays valid while it
-        // is open (the module outlives its sockets).
-        unsafe { b::setup_udp_tunnel_sock(ns.0, (*sock.0.as_ptr()).sk, &mut tunnel) };
+        // is open (the module outlives its sockets). The conversion setting
+        // only tells UDP what to do with a packet's checksum.
+        unsafe {
+            let sk = (*sock.0.as_ptr()).sk;
+            b::setup_udp_tunnel_sock(ns.0, sk, &mut tunnel);
+            // The ICRC, not UDP's checksum, protects RoCE: keep UDP from
+            // computing checksums for oxe's receive (`shim.h` says where).
+            b::oxe_shim_udp_no_csum_convert(sk);
+        }
         Ok(sock)
     }
 }
