@@ -2,7 +2,9 @@
 
 //! The IP and UDP headers in front of a RoCE v2 packet's BTH (IBTA Annex
 //! A17.4): IPv4 (RFC 791) or IPv6 (RFC 8200), then UDP (RFC 768) to port
-//! 4791 with a zero checksum, since the ICRC covers the packet instead.
+//! 4791 with a zero checksum, since the ICRC covers the packet instead (a
+//! packet of several segments gets a real one from UDP segmentation, which
+//! needs it).
 //!
 //! The module writes them into the room the kernel reserved in the skb;
 //! the route, and for IPv4 the identification field, stay the kernel's.
