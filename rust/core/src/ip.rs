@@ -201,16 +201,21 @@ mod tests {
         assert_eq!(sum, 0xffff);
     }
 
-    #[test]
-    fn ipv4_and_udp_headers() {
-        let ip = IpHeader {
+    /// 10.0.0.1 to 10.0.0.2 with traffic class `tc`.
+    fn path_v4(tc: u8) -> IpHeader {
+        IpHeader {
             sgid: v4([10, 0, 0, 1]),
             dgid: v4([10, 0, 0, 2]),
             ipv6: false,
-            traffic_class: 0x20,
+            traffic_class: tc,
             flow_label: 0,
             hop_limit: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn ipv4_and_udp_headers() {
+        let ip = path_v4(0x20);
         let mut pkt = [0xeeu8; 20 + 8 + 32];
         write_headers(&mut pkt, &ip, 0xc001).unwrap();
         assert_eq!(
@@ -266,14 +271,7 @@ mod tests {
 
     #[test]
     fn segment_headers_as_segmentation_writes_them() {
-        let ip = IpHeader {
-            sgid: v4([10, 0, 0, 1]),
-            dgid: v4([10, 0, 0, 2]),
-            ipv6: false,
-            traffic_class: 0,
-            flow_label: 0,
-            hop_limit: 0,
-        };
+        let ip = path_v4(0);
         let mut batch = [0u8; 28 + 3 * 100];
         write_headers(&mut batch, &ip, 0xc000).unwrap();
         batch[4..6].copy_from_slice(&0xfffeu16.to_be_bytes());
