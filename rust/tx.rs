@@ -120,7 +120,7 @@ pub(crate) fn transmit<E>(
     let mut pkt = out
         .packet(drv, av, sport, total)
         .map_err(|_| TxError::Net)?;
-    match build(&mut pkt, h, info, payload_len, fill) {
+    match build(&mut pkt, h, info, payload_len, pad, fill) {
         Ok(()) => {}
         Err(e) => {
             out.discard(pkt);
@@ -134,16 +134,17 @@ pub(crate) fn transmit<E>(
     Ok(())
 }
 
-/// Writes the headers, the payload and the ICRC of `pkt`'s last segment.
+/// Writes the headers, the payload and its `pad` bytes, and the ICRC of
+/// `pkt`'s last segment.
 fn build<E>(
     pkt: &mut TxPacket,
     h: &Headers,
     info: opcode::OpcodeInfo,
     payload_len: usize,
+    pad: usize,
     fill: impl FnOnce(&mut [u8]) -> core::result::Result<(), E>,
 ) -> core::result::Result<(), TxError<E>> {
     let hdr_len = info.header_len();
-    let pad = (4 - payload_len % 4) % 4;
     let buf = pkt.payload();
     let bth = Bth {
         opcode: h.opcode,

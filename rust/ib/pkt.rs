@@ -28,6 +28,12 @@ const UDP_BTH_LEN: usize = 8 + 12;
 /// measured fastest at module load (`crc.rs`).
 pub(crate) fn icrc_of(packet: &[u8], l4: usize) -> Option<u32> {
     let (hdr, rest) = packet.split_at_checked(l4.checked_add(UDP_BTH_LEN)?)?;
+    icrc_over(hdr, rest)
+}
+
+/// The ICRC of the headers `hdr` (IP header to BTH) followed by `rest`
+/// (the payload and pad), wherever the two lie.
+fn icrc_over(hdr: &[u8], rest: &[u8]) -> Option<u32> {
     let crc = icrc::icrc_start(hdr).ok()?;
     Some(icrc::icrc_finish(super::crc::update(crc, rest)))
 }
@@ -297,8 +303,7 @@ impl TxPacket {
         let (bth, rest) = body.split_at(BTH_LEN);
         head.get_mut(hdr..).ok_or(EINVAL)?.copy_from_slice(bth);
         ip::set_segment(head, ipv6, udp_len, id).ok_or(EINVAL)?;
-        let v = icrc::icrc_start(head).map_err(|_| EINVAL)?;
-        let v = icrc::icrc_finish(super::crc::update(v, rest));
+        let v = icrc_over(head, rest).ok_or(EINVAL)?;
         crc.copy_from_slice(&icrc::to_wire(v));
         Ok(())
     }
@@ -323,7 +328,6 @@ impl TxPacket {
         let seg = u32::try_from(self.seg).unwrap_or(u32::MAX);
         // SAFETY: our finished skb, headers set.
         unsafe { b::oxe_shim_tx_gso(self.skb.as_ptr(), seg, self.segs.into()) };
-        self.closed = true;
     }
 
     /// Whether the destination is this host.
