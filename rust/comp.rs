@@ -283,7 +283,7 @@ impl Qp {
         let progress: bool;
         match r.bth.opcode {
             op::RC_ACKNOWLEDGE => {
-                let Some(aeth) = r.aeth else { return };
+                let Some(aeth) = r.aeth() else { return };
                 match aeth.syndrome {
                     Syndrome::Ack { .. } => progress = self.ack_upto(q, psn),
                     Syndrome::RnrNak { timer } => {
@@ -339,7 +339,7 @@ impl Qp {
                 }
             }
             op::RC_ATOMIC_ACKNOWLEDGE => {
-                let Some(orig) = r.atomic_ack else { return };
+                let Some(orig) = r.atomic_ack() else { return };
                 // An atomic ACK past an older read or atomic still
                 // unanswered means that one's response was lost: ask again
                 // from there rather than complete this one first, whose
@@ -508,7 +508,7 @@ impl Qp {
         if psn.is_after(q.req.last_sent) {
             return true;
         }
-        match (r.bth.opcode, r.aeth.map(|a| a.syndrome)) {
+        match (r.bth.opcode, r.aeth().map(|a| a.syndrome)) {
             (op::RC_ACKNOWLEDGE, Some(Syndrome::Ack { .. })) => false,
             (op::RC_ATOMIC_ACKNOWLEDGE, _) => !q.req.pending.iter().any(|p| {
                 !p.done && p.started && p.first_psn == psn && is_read_or_atomic(p.wr.wqe.opcode)

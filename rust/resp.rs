@@ -319,7 +319,7 @@ impl Qp {
                 // asks for no more than what is left of it (a requester
                 // resends from the first response it lacks, IBTA 9.7.5.1.x).
                 // Anything else is a stale or forged duplicate: ignored.
-                let n = p.reth.map_or(1, |r| r.dma_len.div_ceil(q.mtu()).max(1));
+                let n = p.reth().map_or(1, |r| r.dma_len.div_ceil(q.mtu()).max(1));
                 if q.resources.read_covering(psn, n) {
                     let _ = self.answer_read(drv, q, p, psn);
                 }
@@ -416,11 +416,11 @@ impl Qp {
                 wc_status::SUCCESS,
                 r.off,
             );
-            if let Some(imm) = p.imm {
+            if let Some(imm) = p.imm() {
                 c.imm_data = u32::from_ne_bytes(imm);
                 c.wc_flags |= OXE_WC_WITH_IMM;
             }
-            if let Some(rkey) = p.ieth {
+            if let Some(rkey) = p.ieth() {
                 // IBTA 10.6.7.2.4: the rkey must name a type 2 window bound
                 // through this QP, or a fast-registration MR of its PD.
                 // Otherwise the receive completes as a remote invalid
@@ -493,7 +493,7 @@ impl Qp {
         let starts = matches!(p.info.position, Position::First | Position::Only);
         let ends = matches!(p.info.position, Position::Last | Position::Only);
         if starts {
-            let Some(Reth { va, rkey, dma_len }) = p.reth else {
+            let Some(Reth { va, rkey, dma_len }) = p.reth() else {
                 return Verdict::Fatal(NakCode::InvalidRequest);
             };
             // (One with nothing written yet is this packet again, after an
@@ -517,7 +517,7 @@ impl Qp {
                 }
             };
             // A write with immediate needs its receive WQE before anything lands.
-            if ends && p.imm.is_some() && self.srq.is_none() && !self.rq_has_wqe(q) {
+            if ends && p.imm().is_some() && self.srq.is_none() && !self.rq_has_wqe(q) {
                 return Verdict::Rnr;
             }
             q.resp.write = Some(WriteInProgress {
@@ -569,7 +569,7 @@ impl Qp {
             if w.off != w.len {
                 return Verdict::Fatal(NakCode::InvalidRequest);
             }
-            if let Some(imm) = p.imm {
+            if let Some(imm) = p.imm() {
                 match self.take_recv(q) {
                     None => return Verdict::Rnr,
                     Some(Err(_)) => return Verdict::Fatal(NakCode::RemoteOperationalError),
@@ -602,7 +602,7 @@ impl Qp {
 
     /// Answers an RDMA READ request with response packets from `psn` on.
     fn answer_read(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>, psn: Psn) -> Verdict {
-        let Some(Reth { va, rkey, dma_len }) = p.reth else {
+        let Some(Reth { va, rkey, dma_len }) = p.reth() else {
             return Verdict::Fatal(NakCode::InvalidRequest);
         };
         // A READ longer than the device's largest message (the
@@ -815,7 +815,7 @@ impl Qp {
     }
 
     fn execute_atomic(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
-        let Some(a) = p.atomic else {
+        let Some(a) = p.atomic() else {
             return Verdict::Fatal(NakCode::InvalidRequest);
         };
         if q.attr.access & QP_REMOTE_ATOMIC == 0 {
@@ -884,7 +884,7 @@ impl Qp {
     /// not pin persistent memory; see `mr::SUPPORTED_ACCESS`), so a
     /// persistent FLUSH is a remote access error, as IBTA requires.
     fn execute_flush(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
-        let (Some(f), Some(Reth { va, rkey, dma_len })) = (p.feth, p.reth) else {
+        let (Some(f), Some(Reth { va, rkey, dma_len })) = (p.feth(), p.reth()) else {
             return Verdict::Fatal(NakCode::InvalidRequest);
         };
         let global = f.placement_type & FLUSH_GLOBAL != 0;
@@ -922,7 +922,7 @@ impl Qp {
     /// write rights, at a naturally aligned address (the Memory Placement
     /// Extensions' rules for it, which are an atomic's plus write access).
     fn execute_atomic_write(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) -> Verdict {
-        let Some(Reth { va, rkey, dma_len }) = p.reth else {
+        let Some(Reth { va, rkey, dma_len }) = p.reth() else {
             return Verdict::Fatal(NakCode::InvalidRequest);
         };
         let Ok(bytes) = <[u8; 8]>::try_from(p.payload) else {
@@ -957,7 +957,7 @@ impl Qp {
     /// WQE left for the next one. A WQE the local consumer got wrong (an
     /// SGE outside its MR) completes in error, and the QP stays up.
     fn ud_receive(&self, drv: &OxeDevice, q: &mut QpInner, p: &Packet<'_>) {
-        let Some(deth) = p.deth else { return };
+        let Some(deth) = p.deth() else { return };
         if !matches!(
             p.bth.opcode,
             op::UD_SEND_ONLY | op::UD_SEND_ONLY_WITH_IMMEDIATE
@@ -1028,7 +1028,7 @@ impl Qp {
                 } else {
                     RDMA_NETWORK_IPV4
                 };
-                if let Some(imm) = p.imm {
+                if let Some(imm) = p.imm() {
                     c.imm_data = u32::from_ne_bytes(imm);
                     c.wc_flags |= OXE_WC_WITH_IMM;
                 }

@@ -17,36 +17,70 @@ use super::opcode::{self, ExtHeader, OpcodeInfo};
 use super::wire::WireHeader;
 
 /// A parsed packet.
+///
+/// The extension headers are read from the packet when asked for, not
+/// copied out here: the receive path parses every packet, most of them
+/// need one header or none, and under emulation building every `Option`
+/// of a header the opcode does not carry was a measurable share of a
+/// packet's handling. Their presence and lengths were checked by
+/// [`parse`], so an accessor returns the header exactly when the opcode
+/// carries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet<'a> {
     /// The base transport header.
     pub bth: Bth,
     /// What the opcode table says about the packet.
     pub info: OpcodeInfo,
-    /// Datagram ETH (UD).
-    pub deth: Option<Deth>,
-    /// Flush ETH (FLUSH).
-    pub feth: Option<Feth>,
-    /// RDMA ETH (first/only WRITE, READ request, FLUSH, ATOMIC WRITE).
-    pub reth: Option<Reth>,
-    /// Atomic ETH.
-    pub atomic: Option<AtomicEth>,
-    /// ACK ETH.
-    pub aeth: Option<Aeth>,
-    /// Atomic ACK ETH.
-    pub atomic_ack: Option<AtomicAckEth>,
-    /// Immediate data, as on the wire.
-    pub imm: Option<[u8; 4]>,
-    /// The rkey to invalidate.
-    pub ieth: Option<u32>,
+    /// The BTH and the extension headers that follow it.
+    headers: &'a [u8],
     /// The payload, pad removed.
     pub payload: &'a [u8],
 }
 
-fn ext<H: WireHeader>(bytes: &[u8], info: &OpcodeInfo, h: ExtHeader) -> Option<Option<H>> {
-    match info.headers.offset_of(h) {
-        Some(at) => H::parse(bytes.get(at..)?).ok().map(Some),
-        None => Some(None),
+impl Packet<'_> {
+    fn ext<H: WireHeader>(&self, h: ExtHeader) -> Option<H> {
+        let at = self.info.headers.offset_of(h)?;
+        H::parse(self.headers.get(at..)?).ok()
+    }
+
+    /// Datagram ETH (UD).
+    pub fn deth(&self) -> Option<Deth> {
+        self.ext(ExtHeader::Deth)
+    }
+
+    /// Flush ETH (FLUSH).
+    pub fn feth(&self) -> Option<Feth> {
+        self.ext(ExtHeader::Feth)
+    }
+
+    /// RDMA ETH (first/only WRITE, READ request, FLUSH, ATOMIC WRITE).
+    pub fn reth(&self) -> Option<Reth> {
+        self.ext(ExtHeader::Reth)
+    }
+
+    /// Atomic ETH.
+    pub fn atomic(&self) -> Option<AtomicEth> {
+        self.ext(ExtHeader::AtomicEth)
+    }
+
+    /// ACK ETH.
+    pub fn aeth(&self) -> Option<Aeth> {
+        self.ext(ExtHeader::Aeth)
+    }
+
+    /// Atomic ACK ETH.
+    pub fn atomic_ack(&self) -> Option<AtomicAckEth> {
+        self.ext(ExtHeader::AtomicAckEth)
+    }
+
+    /// Immediate data, as on the wire.
+    pub fn imm(&self) -> Option<[u8; 4]> {
+        self.ext::<ImmDt>(ExtHeader::ImmDt).map(|i| i.data)
+    }
+
+    /// The rkey to invalidate.
+    pub fn ieth(&self) -> Option<u32> {
+        self.ext::<Ieth>(ExtHeader::Ieth).map(|i| i.rkey)
     }
 }
 
@@ -56,7 +90,7 @@ fn ext<H: WireHeader>(bytes: &[u8], info: &OpcodeInfo, h: ExtHeader) -> Option<O
 pub fn parse(roce: &[u8]) -> Option<Packet<'_>> {
     let bth = Bth::parse(roce).ok()?;
     let info = opcode::info(bth.opcode)?;
-    let body = roce.get(info.header_len()..)?;
+    let (headers, body) = roce.split_at_checked(info.header_len())?;
     let payload = body.get(..body.len().checked_sub(bth.pad.into())?)?;
     if !info.has_payload() && !payload.is_empty() {
         return None;
@@ -64,14 +98,7 @@ pub fn parse(roce: &[u8]) -> Option<Packet<'_>> {
     Some(Packet {
         bth,
         info,
-        deth: ext(roce, &info, ExtHeader::Deth)?,
-        feth: ext(roce, &info, ExtHeader::Feth)?,
-        reth: ext(roce, &info, ExtHeader::Reth)?,
-        atomic: ext(roce, &info, ExtHeader::AtomicEth)?,
-        aeth: ext(roce, &info, ExtHeader::Aeth)?,
-        atomic_ack: ext(roce, &info, ExtHeader::AtomicAckEth)?,
-        imm: ext::<ImmDt>(roce, &info, ExtHeader::ImmDt)?.map(|i| i.data),
-        ieth: ext::<Ieth>(roce, &info, ExtHeader::Ieth)?.map(|i| i.rkey),
+        headers,
         payload,
     })
 }
@@ -123,11 +150,11 @@ mod tests {
             let info = opcode::info(op).unwrap();
             assert_eq!(p.bth.opcode, op);
             assert_eq!(p.payload.len(), if info.has_payload() { 37 } else { 0 });
-            assert_eq!(p.feth.is_some(), info.headers.has(ExtHeader::Feth));
-            assert_eq!(p.reth.is_some(), info.headers.has(ExtHeader::Reth));
-            assert_eq!(p.aeth.is_some(), info.headers.has(ExtHeader::Aeth));
-            assert_eq!(p.deth.is_some(), info.headers.has(ExtHeader::Deth));
-            assert_eq!(p.imm.is_some(), info.headers.has(ExtHeader::ImmDt));
+            assert_eq!(p.feth().is_some(), info.headers.has(ExtHeader::Feth));
+            assert_eq!(p.reth().is_some(), info.headers.has(ExtHeader::Reth));
+            assert_eq!(p.aeth().is_some(), info.headers.has(ExtHeader::Aeth));
+            assert_eq!(p.deth().is_some(), info.headers.has(ExtHeader::Deth));
+            assert_eq!(p.imm().is_some(), info.headers.has(ExtHeader::ImmDt));
         }
     }
 
