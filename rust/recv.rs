@@ -302,7 +302,7 @@ impl Qp {
 /// Whether a packet's IP header names the path `av` from its far end:
 /// sent by the path's destination, to its source.
 fn on_path(av: &Av, ip: &[u8]) -> bool {
-    gid::source(ip) == Some(av.dgid) && gid::destination(ip) == Some(av.sgid)
+    gid::addressed(ip, &av.dgid, &av.sgid)
 }
 
 impl OxeDevice {

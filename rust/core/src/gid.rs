@@ -80,10 +80,31 @@ pub fn source(ip: &[u8]) -> Option<Gid> {
     }
 }
 
+/// Whether a packet's IP header has `src` for its source and `dst` for its
+/// destination: [`source`] and [`destination`] compared in place, as a
+/// connected QP checks every packet it receives against its path.
+pub fn addressed(ip: &[u8], src: &Gid, dst: &Gid) -> bool {
+    // Where the two addresses sit in the header, and which bytes of a GID
+    // they are compared with.
+    let (s_at, d_at, gid_part) = match ip.first().map(|b| b >> 4) {
+        Some(4) => {
+            let v4 = |g: &Gid| g.first_chunk::<12>() == Some(&V4_MAPPED_PREFIX);
+            if !(v4(src) && v4(dst)) {
+                return false;
+            }
+            (12..16, 16..20, 12..16)
+        }
+        Some(6) => (8..24, 24..40, 0..16),
+        _ => return false,
+    };
+    ip.get(s_at) == src.get(gid_part.clone()) && ip.get(d_at) == dst.get(gid_part)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{
-        destination, eui64_from_mac, from_ipv4, is_multicast, multicast_mac, source, to_ipv4, Gid,
+        addressed, destination, eui64_from_mac, from_ipv4, is_multicast, multicast_mac, source,
+        to_ipv4, Gid,
     };
 
     #[test]
@@ -182,5 +203,41 @@ mod tests {
         assert_eq!(source(&h6[..23]), None);
         h6[0] = 0x50;
         assert_eq!(source(&h6), None);
+    }
+
+    #[test]
+    fn addressed_agrees_with_source_and_destination() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        v4[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        for (i, b) in v6[8..40].iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        let gids: [Gid; 4] = [
+            from_ipv4([10, 0, 0, 1]),
+            from_ipv4([10, 0, 0, 2]),
+            v6[8..24].try_into().unwrap(),
+            v6[24..40].try_into().unwrap(),
+        ];
+        for ip in [
+            &v4[..],
+            &v6[..],
+            &v4[..12],
+            &v6[..30],
+            &[0x55u8; 40][..],
+            &[][..],
+        ] {
+            for a in &gids {
+                for b in &gids {
+                    let want = source(ip) == Some(*a) && destination(ip) == Some(*b);
+                    assert_eq!(addressed(ip, a, b), want);
+                }
+            }
+        }
+        assert!(addressed(&v4, &gids[0], &gids[1]));
+        assert!(addressed(&v6, &gids[2], &gids[3]));
     }
 }
