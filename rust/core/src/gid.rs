@@ -5,6 +5,8 @@
 //! path needs of them: the GID a packet was sent to, taken from its IP
 //! header, and whether a GID names a multicast group.
 
+use core::ops::Range;
+
 /// A 16-byte GID, in network byte order.
 pub type Gid = [u8; 16];
 
@@ -59,45 +61,59 @@ pub fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
     [a ^ 0x02, b, c, 0xff, 0xfe, d, e, f]
 }
 
+/// Where a packet's source and destination addresses lie in its IP header
+/// (IPv4 or IPv6, by the version nibble); `None` for neither version.
+fn address_fields(ip: &[u8]) -> Option<(Range<usize>, Range<usize>)> {
+    match ip.first()? >> 4 {
+        4 => Some((12..16, 16..20)),
+        6 => Some((8..24, 24..40)),
+        _ => None,
+    }
+}
+
+/// The GID an address field holds: IPv4-mapped for a 4-byte one.
+fn gid_of(field: &[u8]) -> Option<Gid> {
+    match field.first_chunk::<4>() {
+        Some(v4) if field.len() == 4 => Some(from_ipv4(*v4)),
+        _ => field.try_into().ok(),
+    }
+}
+
+/// Whether an address field holds `gid`, compared in place.
+fn holds(field: &[u8], gid: &Gid) -> bool {
+    if field.len() == 4 {
+        to_ipv4(gid).is_some_and(|v4| v4 == *field)
+    } else {
+        *gid == *field
+    }
+}
+
 /// The destination GID of a packet, from its IP header (IPv4 or IPv6, by
 /// the version nibble); `None` if the header is too short or of neither
 /// version.
 pub fn destination(ip: &[u8]) -> Option<Gid> {
-    match ip.first()? >> 4 {
-        4 => Some(from_ipv4(*ip.get(16..20)?.first_chunk::<4>()?)),
-        6 => ip.get(24..40)?.try_into().ok(),
-        _ => None,
-    }
+    let (_, dst) = address_fields(ip)?;
+    gid_of(ip.get(dst)?)
 }
 
 /// The source GID of a packet, from its IP header, as [`destination`]
 /// reads the destination: what a connected QP compares with its path.
 pub fn source(ip: &[u8]) -> Option<Gid> {
-    match ip.first()? >> 4 {
-        4 => Some(from_ipv4(*ip.get(12..16)?.first_chunk::<4>()?)),
-        6 => ip.get(8..24)?.try_into().ok(),
-        _ => None,
-    }
+    let (src, _) = address_fields(ip)?;
+    gid_of(ip.get(src)?)
 }
 
 /// Whether a packet's IP header has `src` for its source and `dst` for its
 /// destination: [`source`] and [`destination`] compared in place, as a
 /// connected QP checks every packet it receives against its path.
 pub fn addressed(ip: &[u8], src: &Gid, dst: &Gid) -> bool {
-    // Where the two addresses sit in the header, and which bytes of a GID
-    // they are compared with.
-    let (s_at, d_at, gid_part) = match ip.first().map(|b| b >> 4) {
-        Some(4) => {
-            let v4 = |g: &Gid| g.first_chunk::<12>() == Some(&V4_MAPPED_PREFIX);
-            if !(v4(src) && v4(dst)) {
-                return false;
-            }
-            (12..16, 16..20, 12..16)
-        }
-        Some(6) => (8..24, 24..40, 0..16),
-        _ => return false,
+    let Some((s, d)) = address_fields(ip) else {
+        return false;
     };
-    ip.get(s_at) == src.get(gid_part.clone()) && ip.get(d_at) == dst.get(gid_part)
+    match (ip.get(s), ip.get(d)) {
+        (Some(s), Some(d)) => holds(s, src) && holds(d, dst),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
