@@ -313,6 +313,12 @@ pub(crate) struct Qp {
     /// A READ is being answered (`Resp::read`): the packets that follow it
     /// wait in the backlog, whose drain sends the responses in bursts.
     pub(crate) reading: AtomicBool,
+    /// How many response PSNs the requester has asked for and not yet
+    /// had answered, while it has reads or atomics outstanding (0
+    /// otherwise): published at each release of `inner`, for the receive
+    /// softirq to size the backlog's room for READ responses
+    /// (`recv::response_room`) without taking the lock.
+    pub(crate) responses_due: AtomicU32,
     /// Responder packets (acknowledgements, read and atomic responses)
     /// built under `inner`, sent when it is released ([`QpLock`]).
     pub(crate) txq: TxQueue,
@@ -382,6 +388,13 @@ impl Drop for QpLock<'_> {
             self.send.qp.txq.push(p);
         }
         self.send.ack = self.guard.resp.ack_out.take();
+        let req = &self.guard.req;
+        let due = if req.rd_out > 0 {
+            req.last_sent.distance_from(req.acked).max(0) as u32
+        } else {
+            0
+        };
+        self.send.qp.responses_due.store(due, Ordering::Relaxed);
     }
 }
 
@@ -491,6 +504,7 @@ impl Qp {
                 req_txq,
                 backlogged: AtomicU32::new(0),
                 reading: AtomicBool::new(false),
+                responses_due: AtomicU32::new(0),
                 qpn: AtomicU32::new(0),
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
                 ty: init.ty,

@@ -82,7 +82,7 @@ impl OxeDevice {
     /// this one no pass over its payload. Nothing but the QP lookup is
     /// done with a packet before its ICRC is checked.
     pub(crate) fn receive(&self, mut skb: RxPacket) {
-        let deferred = {
+        let (deferred, response) = {
             let Some((bytes, l4)) = skb.bytes() else {
                 return;
             };
@@ -106,8 +106,9 @@ impl OxeDevice {
             // QP sees its packets in order.
             let held =
                 qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
+            let response = p.info.operation == Operation::RdmaReadResponse;
             if qp.defers(&p) || held {
-                qp
+                (qp, response)
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
                 // UC packet whose ODP page was not, goes to the backlog,
@@ -124,10 +125,10 @@ impl OxeDevice {
                 } else {
                     crate::counters::inc(&self.counters.rx_lock_busy);
                 }
-                qp
+                (qp, response)
             }
         };
-        if deferred.backlogged.load(Ordering::Acquire) >= BACKLOG_MAX {
+        if deferred.backlogged.load(Ordering::Acquire) >= deferred.backlog_room(response) {
             crate::counters::inc(&self.counters.rx_dropped);
             return;
         }
@@ -174,6 +175,11 @@ const BACKLOG_BUDGET: u32 = 64;
 /// drained well within the shortest retransmit timeout.
 const BACKLOG_MAX: u32 = 2048;
 
+/// The most READ responses a QP's backlog holds, however many more its
+/// requester asked for: a bound on the memory a peer's responses can take
+/// (8192 packets, 128 READs of 64 KiB at a 1 KiB MTU: perftest's default).
+const RESPONSE_BACKLOG_MAX: u32 = 4 * BACKLOG_MAX;
+
 /// The largest payload a packet may carry: the largest path MTU (4096).
 /// Anything longer is malformed whatever the QP's MTU, and dropped before
 /// it is queued: a UDP datagram can be 64 KiB, and a QP's backlog bound
@@ -186,6 +192,28 @@ const MAX_PAYLOAD: usize = 4096;
 const STEER_MIN_PAYLOAD: usize = 512;
 
 impl Qp {
+    /// How many packets the backlog may hold when the one to queue is a
+    /// READ response (`response`), or any other.
+    ///
+    /// A requester's READ responses are ones it asked for: the responder
+    /// answers at its own pace, from another CPU, and may well be faster
+    /// than the drain here, which shares its CPU with the application
+    /// polling for completions. Held to [`BACKLOG_MAX`], four `ib_read_bw`
+    /// runs in five dropped a thousand or two responses, and each drop
+    /// threw away every response after it (the responder works through
+    /// the READs already queued before it gets to the one asked again):
+    /// a quarter to half of the run. So the responses asked for and not
+    /// yet answered (`responses_due`) all have room, up to
+    /// [`RESPONSE_BACKLOG_MAX`]. A peer can fill no more than that, and
+    /// only while it owes this QP responses.
+    fn backlog_room(&self, response: bool) -> u32 {
+        if !response {
+            return BACKLOG_MAX;
+        }
+        let due = self.responses_due.load(Ordering::Relaxed);
+        BACKLOG_MAX.max(due.min(RESPONSE_BACKLOG_MAX))
+    }
+
     /// Whether a packet received in softirq is left to the QP's backlog,
     /// which another CPU drains ([`DrainOn::OtherCpu`]).
     ///
