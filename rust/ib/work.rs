@@ -466,6 +466,11 @@ impl DrainOn {
 #[repr(C)]
 struct RxCell {
     work: Opaque<b::work_struct>,
+    /// Moves a busy steered drain to the CPU it should be on (`run_hop`).
+    hop: Opaque<b::work_struct>,
+    /// The CPU a steered queue's last packet asked to be drained on (the
+    /// one after its pusher's), or -1.
+    want: AtomicI32,
     /// The object that drains the queue (a `T: Drain`).
     ctx: *const c_void,
     on: DrainOn,
@@ -493,13 +498,50 @@ unsafe extern "C" fn run_drain<T: Drain>(work: *mut b::work_struct) {
     // (RxQueue::new's contract).
     let cell = unsafe { &*work.cast::<RxCell>() };
     // SAFETY: as above.
-    if unsafe { &*cell.ctx.cast::<T>() }.drain() {
-        // Again after other work had a turn; from this CPU, so a steered
-        // queue stays where it is being drained.
-        let (q, cpu) = cell.on.target(true);
-        // SAFETY: as in `RxCell::kick`.
-        unsafe { b::queue_work_on(cpu, q, work) };
+    if !unsafe { &*cell.ctx.cast::<T>() }.drain() {
+        return;
     }
+    // A steered queue whose packets now come from this CPU is on the wrong
+    // one: the drain shares its CPU with their sender, which is what
+    // steering is for avoiding. Queued again from here it would stay here
+    // (the workqueue keeps a running item on its CPU, and a queue that
+    // never empties is always running or queued): in `ib_read_bw`, after
+    // the application moved between CPUs, the responder's drain and the
+    // requester's ended up on one CPU for the rest of the run, and the
+    // other ran only the application's polling, at half the throughput.
+    // The hop, queued on the wanted CPU, queues the drain there once this
+    // run has returned.
+    let want = cell.want.load(Ordering::Relaxed);
+    if cell.on == DrainOn::OtherCpu && want >= 0 && want != this_cpu() {
+        // SAFETY: an initialized work in the live cell (RxQueue
+        // invariant), on our per-CPU queue, which exists while work does.
+        unsafe { b::queue_work_on(want, wq(&PER_CPU), cell.hop.get()) };
+        return;
+    }
+    // Again after other work had a turn; from this CPU, so a steered
+    // queue stays where it is being drained.
+    let (q, cpu) = cell.on.target(true);
+    // SAFETY: as in `RxCell::kick`.
+    unsafe { b::queue_work_on(cpu, q, work) };
+}
+
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn run_hop(hop: *mut b::work_struct) {
+    // SAFETY: `hop` is the `hop` field of a live RxCell (dropping the
+    // queue disables and waits for both works).
+    let cell = unsafe {
+        &*hop
+            .cast::<u8>()
+            .sub(core::mem::offset_of!(RxCell, hop))
+            .cast::<RxCell>()
+    };
+    // On this CPU, unless the drain is still running where it was (then
+    // the workqueue keeps it there, and its next run tries again).
+    let (q, cpu) = cell.on.target(true);
+    // SAFETY: as in `RxCell::kick`.
+    unsafe { b::queue_work_on(cpu, q, cell.work.get()) };
 }
 
 /// Packets handed over by the receive path, drained by `T::drain` where
@@ -507,8 +549,9 @@ unsafe extern "C" fn run_drain<T: Drain>(work: *mut b::work_struct) {
 ///
 /// # Invariants
 ///
-/// `self.0`'s work is initialized, runs `run_drain::<T>` on the `T` given to
-/// `new`, and is cancelled before the cell is freed.
+/// `self.0`'s works are initialized, `work` runs `run_drain::<T>` on the
+/// `T` given to `new` and `hop` runs `run_hop`, and both are cancelled
+/// before the cell is freed.
 pub(crate) struct RxQueue(Pin<KBox<RxCell>>);
 
 // SAFETY: the skb list has its own lock; the work item is workqueue-safe;
@@ -525,6 +568,8 @@ impl RxQueue {
         let cell = KBox::pin(
             RxCell {
                 work: Opaque::uninit(),
+                hop: Opaque::uninit(),
+                want: AtomicI32::new(-1),
                 ctx: ctx.cast(),
                 on,
                 skbs: SkbList::new()?,
@@ -538,7 +583,8 @@ impl RxQueue {
             DrainOn::Softirq => (c"oxe_loopback_queue", kernel::static_lock_class!()),
             DrainOn::OtherCpu => (c"oxe_rx_queue", kernel::static_lock_class!()),
         };
-        // SAFETY: the work is pinned in the box and not in use yet (INIT_WORK).
+        // SAFETY: the two works are pinned in the box and not in use yet
+        // (INIT_WORK).
         unsafe {
             b::init_work_with_key(
                 cell.work.get(),
@@ -546,7 +592,14 @@ impl RxQueue {
                 false,
                 name.as_char_ptr(),
                 class.as_ptr(),
-            )
+            );
+            b::init_work_with_key(
+                cell.hop.get(),
+                Some(run_hop),
+                false,
+                c"oxe_rx_queue_hop".as_char_ptr(),
+                kernel::static_lock_class!().as_ptr(),
+            );
         };
         Ok(RxQueue(cell))
     }
@@ -555,6 +608,9 @@ impl RxQueue {
     pub(crate) fn push(&self, pkt: RxPacket) {
         // SAFETY: the packet's skb, ours to give.
         unsafe { self.0.skbs.push(pkt.into_raw()) };
+        if self.0.on == DrainOn::OtherCpu {
+            self.0.want.store(cpu_after(this_cpu()), Ordering::Relaxed);
+        }
         self.0.kick();
     }
 
@@ -573,14 +629,21 @@ impl RxQueue {
     /// Cancels the drain and waits for a running one; packets still queued
     /// stay until the queue is dropped.
     pub(crate) fn cancel(&self) {
-        // SAFETY: an initialized work (type invariant).
-        unsafe { b::cancel_work_sync(self.0.work.get()) };
+        // The drain may queue the hop and the hop the drain: the drain
+        // once more after the hop, which only a push queues again.
+        for w in [&self.0.work, &self.0.hop, &self.0.work] {
+            // SAFETY: an initialized work (type invariant).
+            unsafe { b::cancel_work_sync(w.get()) };
+        }
     }
 
     /// As `cancel`, and every later kick is a no-op: for its owner's drop.
     pub(crate) fn disable(&self) {
-        // SAFETY: an initialized work (type invariant).
-        unsafe { b::disable_work_sync(self.0.work.get()) };
+        // The drain first: a hop that runs after it queues nothing.
+        for w in [&self.0.work, &self.0.hop] {
+            // SAFETY: an initialized work (type invariant).
+            unsafe { b::disable_work_sync(w.get()) };
+        }
     }
 }
 
