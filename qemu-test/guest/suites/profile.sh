@@ -38,11 +38,12 @@ suite_profile() { # type...
     perf record -o /tmp/warm.data -- true >/dev/null 2>&1
     for type in "$@"; do
         pair_setup "${type}0" "${type}1" || return 1
-        # Twelve times the benchmark's iterations: the transfer outlasts
+        # Twenty times the benchmark's iterations: the transfer outlasts
         # setup plus the sampled window even on a fast host (six times did
-        # not once oxe sent several packets per skb: 375 MiB at 67 MB/s),
-        # and well inside the clients' 60 s timeout at rxe's slowest.
-        BENCH_BW_ITERS=12000 BENCH_LAT_ITERS=120000 bench_perf_run "$type" "$m" profile >"$out/$type-value.txt" &
+        # not once oxe sent several packets per skb: 375 MiB at 67 MB/s;
+        # twelve did not once oxe read at 92 MB/s on a quiet host), and
+        # inside the clients' 60 s timeout at rxe's slowest (30 MB/s).
+        BENCH_BW_ITERS=20000 BENCH_LAT_ITERS=120000 bench_perf_run "$type" "$m" profile >"$out/$type-value.txt" &
         run=$!
         sleep 4
         before=$(grep '^cpu[0-9]' /proc/stat)
