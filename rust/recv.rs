@@ -203,15 +203,20 @@ impl Qp {
     /// threw away every response after it (the responder works through
     /// the READs already queued before it gets to the one asked again):
     /// a quarter to half of the run. So the responses asked for and not
-    /// yet answered (`responses_due`) all have room, up to
-    /// [`RESPONSE_BACKLOG_MAX`]. A peer can fill no more than that, and
-    /// only while it owes this QP responses.
+    /// yet answered (`responses_due`, up to [`RESPONSE_BACKLOG_MAX`]) have
+    /// room on top of what any packet has. A peer can fill no more than
+    /// that, and the extra only while it owes this QP responses.
+    ///
+    /// On top, not as the bound: `responses_due` drops as the drain takes
+    /// a response, before the drain counts it out of the backlog, and a
+    /// backlog holding every response owed (the drain that far behind)
+    /// then dropped the next one, which costs the go-back-N above.
     fn backlog_room(&self, response: bool) -> u32 {
         if !response {
             return BACKLOG_MAX;
         }
         let due = self.responses_due.load(Ordering::Relaxed);
-        BACKLOG_MAX.max(due.min(RESPONSE_BACKLOG_MAX))
+        BACKLOG_MAX + due.min(RESPONSE_BACKLOG_MAX)
     }
 
     /// Whether a packet received in softirq is left to the QP's backlog,
