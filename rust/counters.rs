@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 33] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 34] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -42,6 +42,7 @@ pub(crate) const NAMES: [&core::ffi::CStr; 33] = [
     c"mkey_configure",
     c"mkey_access",
     c"rx_lock_busy",
+    c"timeout_put_off",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -112,6 +113,9 @@ pub(crate) struct Counters {
     /// another CPU, and left to the QP's backlog rather than spin: each
     /// one costs a trip through a work item.
     pub(crate) rx_lock_busy: AtomicU64,
+    /// Retransmit timeouts put off because packets waited in the QP's own
+    /// backlog: the peer had answered, this host had not got to it.
+    pub(crate) timeout_put_off: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -207,6 +211,7 @@ impl Counters {
             &self.mkey_configure,
             &self.mkey_access,
             &self.rx_lock_busy,
+            &self.timeout_put_off,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

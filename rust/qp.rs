@@ -104,6 +104,9 @@ pub(crate) struct Req {
     pub(crate) rd_out: u32,
     /// A gap in read responses was answered by a retry; cleared on progress.
     pub(crate) read_gap_retried: bool,
+    /// Retransmit timeouts put off since the last progress because the
+    /// QP's own backlog held packets (see `Qp::timers`).
+    pub(crate) timeouts_put_off: u8,
     /// After a loss, how many reads and atomics may be on the wire at once
     /// (0: as many as `max_rd_atomic` allows). See `Qp::read_window_open`.
     pub(crate) rd_window: u32,
