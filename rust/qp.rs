@@ -320,7 +320,7 @@ pub(crate) struct Qp {
     /// had answered, while it has reads or atomics outstanding (0
     /// otherwise): published at each release of `inner`, for the receive
     /// softirq to size the backlog's room for READ responses
-    /// (`recv::response_room`) without taking the lock.
+    /// (`Qp::backlog_room`, in `recv.rs`) without taking the lock.
     pub(crate) responses_due: AtomicU32,
     /// Responder packets (acknowledgements, read and atomic responses)
     /// built under `inner`, sent when it is released ([`QpLock`]).

@@ -175,9 +175,10 @@ const BACKLOG_BUDGET: u32 = 64;
 /// drained well within the shortest retransmit timeout.
 const BACKLOG_MAX: u32 = 2048;
 
-/// The most READ responses a QP's backlog holds, however many more its
-/// requester asked for: a bound on the memory a peer's responses can take
-/// (8192 packets, 128 READs of 64 KiB at a 1 KiB MTU: perftest's default).
+/// The most room a QP's backlog gives READ responses on top of
+/// [`BACKLOG_MAX`], however many more its requester asked for: a bound on
+/// the memory a peer's responses can take (8192 packets, 128 READs of
+/// 64 KiB at a 1 KiB MTU: perftest's default).
 const RESPONSE_BACKLOG_MAX: u32 = 4 * BACKLOG_MAX;
 
 /// The largest payload a packet may carry: the largest path MTU (4096).
