@@ -96,7 +96,7 @@ class HostilePeer(unittest.TestCase):
         self.buf.close()
 
     def connected_qp(self, qp_type=ibv_qp_type.IBV_QPT_RC, mtu=ibv_mtu.IBV_MTU_1024,
-                     max_dest_rd_atomic=4, timeout=20):
+                     max_dest_rd_atomic=4, timeout=20, retry_cnt=7):
         cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
         qp = QP(self.pd, QPInitAttr(qp_type=qp_type, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1))
         a = QPAttr(port_num=1, path_mtu=mtu)
@@ -109,7 +109,7 @@ class HostilePeer(unittest.TestCase):
         a.max_rd_atomic = 4
         a.min_rnr_timer = 1
         a.timeout = timeout  # 20: 4 s, no retransmission while a test runs
-        a.retry_cnt = 7
+        a.retry_cnt = retry_cnt
         a.rnr_retry = 7
         a.ah_attr = AHAttr(port_num=1, is_global=1,
                            gr=GlobalRoute(dgid=v4_gid(PEER_IP), sgid_index=GID_INDEX))
@@ -366,6 +366,55 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(sent(), stopped, 'responses went on after the QP was destroyed')
         self.assertLess(stopped - before, size // 1024, 'the whole READ went out before the destroy')
         big.close()
+
+    # The retransmit timer: a peer that never answers gets the request
+    # retry_cnt more times, and then the request fails; a backlog that
+    # stays busy only puts the timeouts off a bounded number of times.
+
+    def test_silent_peer_exhausts_retries(self):
+        qp = self.connected_qp(timeout=12, retry_cnt=2)  # 16.8 ms: oxe's 100 ms floor
+        timeouts = counter('ack_timeout', 0)
+        self.post_send(qp)
+        self.sent_request(qp, rf.RC_SEND_ONLY)
+        for i in range(2):
+            r = self.peer.expect(rf.RC_SEND_ONLY, timeout=5.0)
+            self.assertIsNotNone(r, f'resend {i + 1} of 2 never came')
+            self.assertEqual(r.psn, SQ_PSN)
+        wc = self.poll()
+        self.assertIsNotNone(wc, 'no completion after the last retry')
+        self.assertEqual(wc.status, ibv_wc_status.IBV_WC_RETRY_EXC_ERR)
+        self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_ERR)
+        self.assertEqual(counter('ack_timeout'), timeouts + 3)
+        self.assertIsNone(self.peer.expect(rf.RC_SEND_ONLY, QUIET), 'a resend past retry_cnt')
+
+    def test_busy_backlog_puts_a_timeout_off_boundedly(self):
+        """A 256 MiB READ from the peer holds every later packet of the QP
+        in its backlog until its last response is out, seconds here; a
+        ghost ACK waits there. The QP's own SEND, which the peer never
+        answers, must still fail after its retries: each timeout that
+        finds the backlog busy is put off, but at most 8 times without
+        progress (with the bound at 250, one run put off 18)."""
+        size = 256 << 20
+        qp = self.connected_qp(timeout=12, retry_cnt=1)
+        big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
+        try:
+            put_off, timeouts = counter('timeout_put_off', 0), counter('ack_timeout', 0)
+            self.post_send(qp)
+            self.sent_request(qp, rf.RC_SEND_ONLY)
+            self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
+                                             rf.reth(big.buf, big.rkey, size)))
+            self.ack(qp, SQ_PSN - 1)
+            wc = self.poll(timeout=30.0)
+            self.assertIsNotNone(wc, 'the SEND never failed')
+            self.assertEqual(wc.status, ibv_wc_status.IBV_WC_RETRY_EXC_ERR)
+            self.assertEqual(counter('ack_timeout'), timeouts + 2)
+            self.assertGreaterEqual(counter('timeout_put_off'), put_off + 1,
+                                    'no timeout found the backlog busy: the READ ended too soon')
+            self.assertLessEqual(counter('timeout_put_off'), put_off + 8)
+        finally:
+            self.qps.remove(qp)
+            qp.close()
+            big.close()
 
     # Item 6: the later packets of a WRITE after its key was revoked.
 
