@@ -82,7 +82,7 @@ impl OxeDevice {
     /// this one no pass over its payload. Nothing but the QP lookup is
     /// done with a packet before its ICRC is checked.
     pub(crate) fn receive(&self, mut skb: RxPacket) {
-        let (deferred, response) = {
+        let (deferred, response, checked) = {
             let Some((bytes, l4)) = skb.bytes() else {
                 return;
             };
@@ -108,7 +108,7 @@ impl OxeDevice {
                 qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
             let response = p.info.operation == Operation::RdmaReadResponse;
             if qp.defers(&p) || held {
-                (qp, response)
+                (qp, response, false)
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
                 // UC packet whose ODP page was not, goes to the backlog,
@@ -118,14 +118,22 @@ impl OxeDevice {
                 // the ACK that frees its window): rather than spin here in
                 // softirq, it is left, not yet checked or counted, to the
                 // backlog, drained in process context on another CPU.
-                if let Some(q) = qp.try_lock() {
-                    if !(self.accept(bytes, l4, &p) && qp.process_locked(self, q, &p, false)) {
-                        return;
+                // A packet processed here that must be again after an ODP
+                // fault was checked and counted: the drain does neither
+                // again.
+                let checked = match qp.try_lock() {
+                    Some(q) => {
+                        if !(self.accept(bytes, l4, &p) && qp.process_locked(self, q, &p, false)) {
+                            return;
+                        }
+                        true
                     }
-                } else {
-                    crate::counters::inc(&self.counters.rx_lock_busy);
-                }
-                (qp, response)
+                    None => {
+                        crate::counters::inc(&self.counters.rx_lock_busy);
+                        false
+                    }
+                };
+                (qp, response, checked)
             }
         };
         if deferred.backlogged.load(Ordering::Acquire) >= deferred.backlog_room(response) {
@@ -133,6 +141,9 @@ impl OxeDevice {
             return;
         }
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
+        if checked {
+            skb.set_checked();
+        }
         if let Some(b) = deferred.backlog.as_ref() {
             // Steered to another CPU: the receive softirq of a packet from
             // this host runs on its sender's CPU, which then runs both
@@ -307,8 +318,9 @@ impl Qp {
             let Some(mut skb) = backlog.pop() else {
                 return false;
             };
+            let checked = skb.checked();
             if let Some((bytes, l4)) = skb.bytes() {
-                if let Some(p) = parse(bytes, l4).filter(|p| drv.accept(bytes, l4, p)) {
+                if let Some(p) = parse(bytes, l4).filter(|p| checked || drv.accept(bytes, l4, p)) {
                     // A packet that found an ODP page missing: the faults
                     // are taken here, in process context, and it is
                     // processed again. If it misses once more, its

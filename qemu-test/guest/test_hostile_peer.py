@@ -12,7 +12,9 @@ frame oxe cannot parse) fails the test instead of passing it.
 Environment: OXE_DEV (oxe0), OXE_GID (its RoCE v2 GID index for
 10.11.0.1). Run by suite_hostile_peer (suites/hostile.sh).
 """
+import ctypes
 import json
+import mmap
 import os
 import struct
 import subprocess
@@ -432,6 +434,41 @@ class HostilePeer(unittest.TestCase):
         nak = self.peer.expect(rf.RC_ACKNOWLEDGE)
         self.assertIsNotNone(nak)
         self.assertEqual((nak.psn, nak.syndrome), (RQ_PSN + 1, rf.NAK_REMOTE_ACCESS))
+
+    def test_write_into_missing_odp_page_counts_once(self):
+        """A one-packet WRITE into an ODP page nothing faulted in: the
+        receive softirq checks its ICRC and counts it, finds the page
+        missing and leaves the packet to the QP's backlog, whose drain
+        takes the fault and processes it again, without checking or
+        counting it a second time."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        size = 4096
+        addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                         mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+        self.assertNotEqual(addr, ctypes.c_void_p(-1).value, 'mmap failed')
+        qp = self.connected_qp()
+        odp = MR(self.pd, size, acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE |
+                 acc.IBV_ACCESS_ON_DEMAND, address=addr)
+        try:
+            time.sleep(0.1)  # ib_core caches hw counters for a few ms
+            received, faults = counter('rx_packets'), counter('odp_faults')
+            data = b'odp!' * 16
+            self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_WRITE_ONLY, qp.qp_num, RQ_PSN,
+                                             rf.reth(addr + 128, odp.rkey, len(data)), data,
+                                             ack_req=True))
+            ack = self.peer.expect(rf.RC_ACKNOWLEDGE)
+            self.assertEqual((ack.psn, ack.syndrome) if ack else None, (RQ_PSN, rf.ACK))
+            self.assertEqual(ctypes.string_at(addr + 128, len(data)), data)
+            time.sleep(0.1)
+            self.assertGreater(counter('odp_faults'), faults, 'the page was there: no fault taken')
+            self.assertEqual(counter('rx_packets'), received + 1)
+        finally:
+            odp.close()
+            libc.munmap(addr, size)
 
     def test_bad_icrc_is_dropped(self):
         qp = self.connected_qp()

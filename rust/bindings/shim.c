@@ -457,6 +457,21 @@ struct net_device *oxe_shim_skb_dev(struct sk_buff *skb)
 	return skb->dev;
 }
 
+struct oxe_rx_cb {
+	bool checked;
+};
+
+void oxe_shim_skb_set_checked(struct sk_buff *skb, bool checked)
+{
+	BUILD_BUG_ON(sizeof(struct oxe_rx_cb) > sizeof(skb->cb));
+	((struct oxe_rx_cb *)skb->cb)->checked = checked;
+}
+
+bool oxe_shim_skb_checked(struct sk_buff *skb)
+{
+	return ((struct oxe_rx_cb *)skb->cb)->checked;
+}
+
 struct ib_device *oxe_shim_ib_device_get_by_netdev(struct net_device *ndev)
 {
 	return oxe_device_on(&ndev);

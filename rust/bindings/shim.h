@@ -115,5 +115,12 @@ int oxe_shim_tx_send(struct sk_buff *skb);
 /* The bytes from the IP header to the end of the packet, linearized. */
 u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off);
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);
+/*
+ * Whether a received packet's ICRC was checked and the packet counted
+ * already (kept in the skb's control buffer, oxe's once UDP or the
+ * loopback queue hands the skb over).
+ */
+void oxe_shim_skb_set_checked(struct sk_buff *skb, bool checked);
+bool oxe_shim_skb_checked(struct sk_buff *skb);
 
 #endif

@@ -342,7 +342,9 @@ impl TxPacket {
         let to = self.to.take();
         let skb = self.skb;
         core::mem::forget(self);
-        (to, RxPacket(skb))
+        let mut rx = RxPacket(skb);
+        rx.mark(false);
+        (to, rx)
     }
 }
 
@@ -376,6 +378,39 @@ impl RxPacket {
     /// its network and transport headers set.
     pub(super) unsafe fn from_raw(skb: *mut b::sk_buff) -> Option<Self> {
         NonNull::new(skb).map(RxPacket)
+    }
+
+    /// As [`RxPacket::from_raw`], for a packet just handed to oxe (by UDP,
+    /// or from a device of this host): not checked yet, whatever its
+    /// control buffer held.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RxPacket::from_raw`].
+    pub(super) unsafe fn arrived(skb: *mut b::sk_buff) -> Option<Self> {
+        // SAFETY: the caller's contract.
+        let mut pkt = unsafe { Self::from_raw(skb) }?;
+        pkt.mark(false);
+        Some(pkt)
+    }
+
+    /// Whether the packet's ICRC was checked, and the packet counted
+    /// received, before it was left to the backlog ([`Self::set_checked`]).
+    pub(crate) fn checked(&self) -> bool {
+        // SAFETY: an skb we own (type invariant).
+        unsafe { b::oxe_shim_skb_checked(self.0.as_ptr()) }
+    }
+
+    /// Records that the packet was checked and counted: the backlog's drain
+    /// processes it again (after an ODP fault) without doing either twice.
+    pub(crate) fn set_checked(&mut self) {
+        self.mark(true);
+    }
+
+    fn mark(&mut self, checked: bool) {
+        // SAFETY: an skb we own (type invariant), whose control buffer is
+        // ours since it was handed over.
+        unsafe { b::oxe_shim_skb_set_checked(self.0.as_ptr(), checked) };
     }
 
     pub(super) fn into_raw(self) -> *mut b::sk_buff {

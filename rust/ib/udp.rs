@@ -53,7 +53,7 @@ unsafe extern "C" fn encap_rcv<D: super::driver::Driver>(
 ) -> kernel::ffi::c_int {
     // Returning 0 tells UDP the packet was consumed (queued, or dropped).
     // SAFETY: UDP hands us ownership of `skb`, headers set.
-    if let Some(pkt) = unsafe { super::pkt::RxPacket::from_raw(skb) } {
+    if let Some(pkt) = unsafe { super::pkt::RxPacket::arrived(skb) } {
         super::device::deliver::<D>(pkt);
     }
     0
