@@ -548,10 +548,7 @@ impl Qp {
             // message is under way grants nothing to its later packets
             // (IBTA 10.6.7: once invalidated, a key no longer gives
             // access). The key must still name what it named at the start.
-            if !starts
-                && !remote
-                    .resolve(w.rkey, w.va + w.off, n, AccessOp::RemoteWrite)
-                    .is_ok_and(|t| t.same(mr))
+            if !starts && !mr.still_named(&remote, w.rkey, (w.va + w.off, n, AccessOp::RemoteWrite))
             {
                 return Verdict::Fatal(NakCode::RemoteAccessError);
             }

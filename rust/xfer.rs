@@ -450,6 +450,32 @@ impl Target {
         Arc::ptr_eq(&self.mr, &other.mr) && self.window == other.window
     }
 
+    /// Whether `rkey`, which resolved to this target when its message
+    /// began, still does, for the `len` bytes at `va` a later packet of the
+    /// message brings: IBTA 10.6.7, a key invalidated meanwhile grants
+    /// nothing more.
+    ///
+    /// Through an MR's own key, what can change is the MR's state (a
+    /// dereg, an invalidation, a rereg of its PD, rights or range) and its
+    /// key (a fast registration after an invalidation, with another
+    /// variant): the access each packet then makes checks the state under
+    /// the MR's lock, so comparing the key is what is left. Looking the
+    /// key up again instead took the key tables' locks twice per packet
+    /// (the windows' first) and the MR's lock once more, for the same
+    /// answer. A window's key is resolved again in full: the window may be
+    /// invalidated or bound again elsewhere, which the MR cannot see.
+    pub(crate) fn still_named(
+        &self,
+        r: &Remote<'_>,
+        rkey: u32,
+        (va, len, op): (u64, u64, AccessOp),
+    ) -> bool {
+        if self.window.is_none() {
+            return self.mr.lkey() == rkey;
+        }
+        r.resolve(rkey, va, len, op).is_ok_and(|t| t.same(self))
+    }
+
     /// The MR address for a peer's address `va`.
     fn mr_iova(&self, va: u64) -> u64 {
         self.window.map_or(va, |shift| va.wrapping_add(shift))
