@@ -4,7 +4,7 @@
 //! path hands packets over with.
 //!
 //! Network receive is processed in softirq; what runs here is timers
-//! (a work item with its timer), flushes, packets a device sent to its own host (queued,
+//! (delayed work), flushes, packets a device sent to its own host (queued,
 //! since their sender holds a QP lock the receiver may need, and drained in
 //! softirq on the sender's CPU, as the network delivers a packet to this
 //! host), and QP backlogs: packets left for another CPU (see `recv.rs`).
@@ -297,38 +297,15 @@ pub(crate) trait WorkFn: Sync {
     fn run(&self);
 }
 
-/// The memory of a [`Work`]: the work first, so that its address is the
-/// cell's.
-///
-/// The work and its timer are two objects, not the kernel's `delayed_work`,
-/// because the two are asked for at different rates. A QP's retransmit
-/// deadline keeps a timer pending for as long as requests are outstanding,
-/// and a QP is kicked for every acknowledgement that opens its window. With
-/// one `delayed_work`, every kick was a `mod_delayed_work_on`: it took the
-/// timer off its wheel to queue the work at once, and the run put it back,
-/// each with the timer base's lock and interrupts off. Apart, a kick queues
-/// the work (a bit already set, if it is queued), and the timer is armed
-/// only when a deadline comes sooner than the one it holds
-/// (`timer_reduce`). A timer left to fire after its deadline moved later
-/// runs the work once for nothing: the work finds its deadline ahead and
-/// arms the timer for it.
+/// The memory of a [`Work`]: the kernel's delayed work first, so that its
+/// `work_struct` is the cell's address.
 #[repr(C)]
 struct WorkCell {
-    work: Opaque<b::work_struct>,
-    timer: Opaque<b::timer_list>,
+    dw: Opaque<b::delayed_work>,
     /// The object the work runs on (a `T: WorkFn`).
     ctx: *const c_void,
     /// The CPU the work runs on.
     cpu: AtomicI32,
-}
-
-impl WorkCell {
-    fn queue(&self) {
-        let cpu = self.cpu.load(Ordering::Relaxed);
-        // SAFETY: an initialized work (Work invariant) on our per-CPU
-        // queue, which exists while work does.
-        unsafe { b::queue_work_on(cpu, wq(&PER_CPU), self.work.get()) };
-    }
 }
 
 /// # Safety
@@ -336,39 +313,22 @@ impl WorkCell {
 /// Called only by the kernel, with the arguments of this callback's C contract.
 unsafe extern "C" fn run_work<T: WorkFn>(work: *mut b::work_struct) {
     let cell = work.cast::<WorkCell>();
-    // SAFETY: `work` is the first field of a live WorkCell (dropping the
-    // Work disables and waits), whose `ctx` is a `T` that outlives the Work
-    // (Work::new's contract).
+    // SAFETY: `work` is the first field of the delayed work, itself the
+    // first of a live WorkCell (dropping the Work cancels and waits), whose
+    // `ctx` is a `T` that outlives the Work (Work::new's contract).
     unsafe { &*(*cell).ctx.cast::<T>() }.run();
 }
 
-/// # Safety
-///
-/// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn timer_fired(timer: *mut b::timer_list) {
-    // SAFETY: `timer` is the `timer` field of a live WorkCell (dropping the
-    // Work shuts the timer down and waits for this callback first).
-    let cell = unsafe {
-        &*timer
-            .cast::<u8>()
-            .sub(core::mem::offset_of!(WorkCell, timer))
-            .cast::<WorkCell>()
-    };
-    cell.queue();
-}
-
-/// A deferred call of `T::run` on one object, on its home CPU, now or at a
-/// deadline.
+/// A deferred call of `T::run` on one object, on its home CPU.
 ///
 /// # Invariants
 ///
-/// `self.0`'s work is initialized and runs `run_work::<T>` on the `T` given
-/// to `new`; its timer is initialized and queues that work. Both are shut
-/// down before the cell is freed.
+/// `self.0`'s delayed work is initialized, runs `run_work::<T>` on the `T`
+/// given to `new`, and is cancelled before the cell is freed.
 pub(crate) struct Work(Pin<KBox<WorkCell>>);
 
-// SAFETY: the work and the timer are internally synchronized (workqueue
-// and timer APIs); the context is only handed to `T::run` (T: Sync).
+// SAFETY: the delayed work is internally synchronized (workqueue API); the
+// context is only handed to `T::run` (T: Sync).
 unsafe impl Send for Work {}
 // SAFETY: as above.
 unsafe impl Sync for Work {}
@@ -384,28 +344,28 @@ impl Work {
     unsafe fn new<T: WorkFn>(ctx: *const T) -> Result<Self> {
         let cell = KBox::pin(
             WorkCell {
-                work: Opaque::uninit(),
-                timer: Opaque::uninit(),
+                dw: Opaque::uninit(),
                 ctx: ctx.cast(),
                 cpu: AtomicI32::new(this_cpu()),
             },
             GFP_KERNEL,
         )?;
-        // SAFETY: the work and the timer are pinned in the box and not in
-        // use yet (INIT_WORK, timer_setup). The timer's callback only
-        // queues work, which softirq context may.
+        let dw = cell.dw.get();
+        // SAFETY: the delayed work is pinned in the box and not in use yet;
+        // this is INIT_DELAYED_WORK (a macro): its timer queues the work
+        // from irq context, as `delayed_work_timer_fn` expects.
         unsafe {
             b::init_work_with_key(
-                cell.work.get(),
+                core::ptr::addr_of_mut!((*dw).work),
                 Some(run_work::<T>),
                 false,
                 c"oxe_work".as_char_ptr(),
                 kernel::static_lock_class!().as_ptr(),
             );
             b::timer_init_key(
-                cell.timer.get(),
-                Some(timer_fired),
-                0,
+                core::ptr::addr_of_mut!((*dw).timer),
+                Some(b::delayed_work_timer_fn),
+                b::TIMER_IRQSAFE,
                 c"oxe_work_timer".as_char_ptr(),
                 kernel::static_lock_class!().as_ptr(),
             );
@@ -413,18 +373,23 @@ impl Work {
         Ok(Work(cell))
     }
 
-    /// Runs the work soon (again, if it is running now). Any context.
-    pub(crate) fn queue(&self) {
-        self.0.queue();
+    fn dw(&self) -> *mut b::delayed_work {
+        self.0.dw.get()
     }
 
-    /// Runs the work after `delay` jiffies at the latest: a timer already
-    /// set sooner is left as it is. Any context.
+    /// Runs the work soon (again, if it is running now). Any context.
+    pub(crate) fn queue(&self) {
+        let cpu = self.0.cpu.load(Ordering::Relaxed);
+        // SAFETY: an initialized delayed work (type invariant) on our
+        // per-CPU queue, which exists while work does.
+        unsafe { b::mod_delayed_work_on(cpu, wq(&PER_CPU), self.dw(), 0) };
+    }
+
+    /// Runs the work after `delay` jiffies, unless it is due sooner anyway.
     pub(crate) fn queue_after(&self, delay: u64) {
-        let at = jiffies().wrapping_add(delay);
-        // SAFETY: an initialized timer (type invariant); after `disable`
-        // shut it down, this is a no-op.
-        unsafe { b::timer_reduce(self.0.timer.get(), at as kernel::ffi::c_ulong) };
+        let cpu = self.0.cpu.load(Ordering::Relaxed);
+        // SAFETY: as in `queue`.
+        unsafe { b::queue_delayed_work_on(cpu, wq(&PER_CPU), self.dw(), delay as usize) };
     }
 
     /// Makes the calling CPU the one the work runs on (at first, the CPU
@@ -435,32 +400,18 @@ impl Work {
         self.0.cpu.store(this_cpu(), Ordering::Relaxed);
     }
 
-    /// Cancels the work and its timer and waits for a running call; either
-    /// may be queued again afterwards.
+    /// Cancels the work and waits for a running call; it may be queued
+    /// again afterwards.
     pub(crate) fn cancel(&self) {
-        // The timer queues the work and the work may arm the timer: the
-        // timer once more after the work. A timer the work armed in
-        // between and that fires later runs the work once, which finds
-        // nothing due.
-        // SAFETY: an initialized timer and work (type invariant).
-        unsafe {
-            b::timer_delete_sync(self.0.timer.get());
-            b::cancel_work_sync(self.0.work.get());
-            b::timer_delete_sync(self.0.timer.get());
-        }
+        // SAFETY: an initialized delayed work (type invariant).
+        unsafe { b::cancel_delayed_work_sync(self.dw()) };
     }
 
     /// Cancels the work, waits for a running call, and makes every later
     /// queueing a no-op: for its owner's drop.
     pub(crate) fn disable(&self) {
-        // The timer first: shut down, it queues nothing once its running
-        // callback (if any) has returned, and the work's last run arms
-        // nothing.
-        // SAFETY: an initialized timer and work (type invariant).
-        unsafe {
-            b::timer_shutdown_sync(self.0.timer.get());
-            b::disable_work_sync(self.0.work.get());
-        }
+        // SAFETY: an initialized delayed work (type invariant).
+        unsafe { b::disable_delayed_work_sync(self.dw()) };
     }
 }
 
