@@ -39,24 +39,33 @@ const IPV6_LEN: usize = 40;
 /// IP protocol / next-header number of UDP.
 const IPPROTO_UDP: u8 = 17;
 
-/// Lookup tables for slicing by 8, built at compile time so the kernel pays
+/// Lookup tables for slicing by 16, built at compile time so the kernel pays
 /// nothing at load and nothing here can fail. `TABLES[0]` is the classic
 /// byte-at-a-time table; `TABLES[k][b]` is the register contribution of
-/// byte `b` followed by `k` zero bytes, so eight bytes fold into the
-/// register with eight independent lookups instead of eight dependent ones.
+/// byte `b` followed by `k` zero bytes, so sixteen bytes fold into the
+/// register with sixteen independent lookups instead of sixteen dependent
+/// ones. Sixteen rather than eight: under QEMU's TCG, where every load is
+/// emulated and this is the payload pass oxe picks, a loop turn's fixed
+/// cost is spread over twice the bytes: 775 MB/s against 545 for slicing
+/// by 8, as oxe's own calibration measured it at module load in a plain
+/// guest (six loads each, 2026-11-28). The tables, 16 KiB, still fit a
+/// level-1 cache.
 ///
 /// Why oxe carries its own: the kernel's `crc32_le()` is byte-at-a-time
 /// unless the kernel is built with `CONFIG_CRC_OPTIMIZATIONS` (and then it
 /// is carry-less multiply only on CPUs with PCLMULQDQ), and the ICRC of
 /// every payload byte is computed twice, by sender and receiver: it is the
 /// largest per-byte cost of the data path.
-static TABLES: [[u32; 256]; 8] = build_tables();
+static TABLES: [[u32; 256]; SLICES] = build_tables();
+
+/// Bytes folded per table round.
+const SLICES: usize = 16;
 
 // Only ever evaluated at compile time (for TABLES): an out-of-range index
 // or overflow here would fail the build, it cannot panic at run time.
 #[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
-const fn build_tables() -> [[u32; 256]; 8] {
-    let mut t = [[0u32; 256]; 8];
+const fn build_tables() -> [[u32; 256]; SLICES] {
+    let mut t = [[0u32; 256]; SLICES];
     let mut i = 0usize;
     while i < 256 {
         let mut crc = i as u32;
@@ -73,7 +82,7 @@ const fn build_tables() -> [[u32; 256]; 8] {
         i += 1;
     }
     let mut k = 1usize;
-    while k < 8 {
+    while k < SLICES {
         let mut i = 0usize;
         while i < 256 {
             let prev = t[k - 1][i];
@@ -89,7 +98,7 @@ const fn build_tables() -> [[u32; 256]; 8] {
 #[inline(always)]
 fn lookup(k: usize, x: u32) -> u32 {
     // The index is masked to 0..=255 and every table has 256 entries, and
-    // callers pass a constant `k < 8`, so the lookup always succeeds (and
+    // callers pass a constant `k < SLICES`, so the lookup always succeeds (and
     // the compiler drops both checks).
     TABLES
         .get(k)
@@ -102,6 +111,32 @@ fn lookup(k: usize, x: u32) -> u32 {
 #[inline(always)]
 fn step(crc: u32, byte: u8) -> u32 {
     (crc >> 8) ^ lookup(0, crc ^ u32::from(byte))
+}
+
+/// Feeds sixteen bytes (two little-endian words, as loaded) into a running
+/// register.
+#[inline(always)]
+fn step16(crc: u32, first: u64, second: u64) -> u32 {
+    let a = crc ^ (first as u32);
+    let b = (first >> 32) as u32;
+    let c = second as u32;
+    let d = (second >> 32) as u32;
+    lookup(15, a)
+        ^ lookup(14, a >> 8)
+        ^ lookup(13, a >> 16)
+        ^ lookup(12, a >> 24)
+        ^ lookup(11, b)
+        ^ lookup(10, b >> 8)
+        ^ lookup(9, b >> 16)
+        ^ lookup(8, b >> 24)
+        ^ lookup(7, c)
+        ^ lookup(6, c >> 8)
+        ^ lookup(5, c >> 16)
+        ^ lookup(4, c >> 24)
+        ^ lookup(3, d)
+        ^ lookup(2, d >> 8)
+        ^ lookup(1, d >> 16)
+        ^ lookup(0, d >> 24)
 }
 
 /// Feeds eight bytes (little-endian, as loaded) into a running register.
@@ -125,12 +160,15 @@ fn step8(crc: u32, word: u64) -> u32 {
 /// chained over a packet's pieces in order. This is the same contract as
 /// the kernel's `crc32_le()`, so the two may be mixed freely.
 pub fn icrc_update(crc: u32, bytes: &[u8]) -> u32 {
-    let words = bytes.chunks_exact(8);
-    let tail = words.remainder();
-    let crc = words.fold(crc, |c, w| {
-        // chunks_exact yields 8-byte slices, so the conversion never fails.
-        step8(c, w.try_into().map_or(0, u64::from_le_bytes))
+    let pairs = bytes.chunks_exact(16);
+    let rest = pairs.remainder();
+    let crc = pairs.fold(crc, |c, p| {
+        let (first, second) = p.split_at(8);
+        step16(c, le_word(first), le_word(second))
     });
+    let words = rest.chunks_exact(8);
+    let tail = words.remainder();
+    let crc = words.fold(crc, |c, w| step8(c, le_word(w)));
     tail.iter().fold(crc, |c, &b| step(c, b))
 }
 
