@@ -10,11 +10,11 @@
 
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
-use crate::ib::pkt::{RxPacket, ICRC_LEN};
+use crate::ib::pkt::{Frame, RxPacket, ICRC_LEN};
 use crate::oxe_core::bth::Bth;
 use crate::oxe_core::opcode::{Operation, Transport};
 use crate::oxe_core::qp_state::QpType;
-use crate::oxe_core::{gid, icrc, packet};
+use crate::oxe_core::{gid, packet};
 use crate::qp::{Qp, QpLock};
 use core::sync::atomic::Ordering;
 
@@ -35,26 +35,16 @@ impl<'a> core::ops::Deref for Packet<'a> {
     }
 }
 
-/// Parses a packet from its IP header on (ICRC not checked: see
-/// [`icrc_ok`]); `None` for anything malformed.
-pub(crate) fn parse(bytes: &[u8], l4: usize) -> Option<Packet<'_>> {
-    let body = bytes.get(..bytes.len().checked_sub(ICRC_LEN)?)?;
-    let ip = body.get(..l4)?;
-    // The UDP header is 8 bytes; its length field was checked by UDP.
-    let roce = body.get(l4.checked_add(8)?..)?;
+/// Parses a packet (ICRC not checked: see [`Frame::icrc_ok`]); `None` for
+/// anything malformed.
+pub(crate) fn parse<'f>(frame: &'f Frame<'_>) -> Option<Packet<'f>> {
+    let roce = frame.roce();
+    let body = roce.get(..roce.len().checked_sub(ICRC_LEN)?)?;
     Some(Packet {
-        hdr: packet::parse(roce)?,
-        ip,
-        len: roce.len().checked_add(ICRC_LEN)?,
+        hdr: packet::parse(body)?,
+        ip: frame.ip(),
+        len: roce.len(),
     })
-}
-
-/// Whether a packet's ICRC (its last four bytes) is right.
-fn icrc_ok(bytes: &[u8], l4: usize) -> bool {
-    let Some((body, crc)) = bytes.split_last_chunk::<ICRC_LEN>() else {
-        return false;
-    };
-    crate::ib::pkt::icrc_of(body, l4) == Some(icrc::from_wire(*crc))
 }
 
 impl OxeDevice {
@@ -83,15 +73,16 @@ impl OxeDevice {
     /// done with a packet before its ICRC is checked.
     pub(crate) fn receive(&self, mut skb: RxPacket) {
         let (deferred, response, checked) = {
-            let Some((bytes, l4)) = skb.bytes() else {
+            let Some(frame) = skb.frame() else {
+                crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
-            let Some(p) = parse(bytes, l4).filter(|p| p.payload.len() <= MAX_PAYLOAD) else {
+            let Some(p) = parse(&frame).filter(|p| p.payload.len() <= MAX_PAYLOAD) else {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
             if p.bth.dest_qpn == Bth::MULTICAST_QPN {
-                if self.accept(bytes, l4, &p) {
+                if self.accept(&frame, &p) {
                     self.dispatch_multicast(&p);
                 }
                 return;
@@ -123,7 +114,7 @@ impl OxeDevice {
                 // again.
                 let checked = match qp.try_lock() {
                     Some(q) => {
-                        if !(self.accept(bytes, l4, &p) && qp.process_locked(self, q, &p, false)) {
+                        if !(self.accept(&frame, &p) && qp.process_locked(self, q, &p, false)) {
                             return;
                         }
                         true
@@ -153,8 +144,8 @@ impl OxeDevice {
     }
 
     /// Checks a packet's ICRC and counts it: received, or dropped.
-    fn accept(&self, bytes: &[u8], l4: usize, p: &Packet<'_>) -> bool {
-        if !icrc_ok(bytes, l4) {
+    fn accept(&self, frame: &Frame<'_>, p: &Packet<'_>) -> bool {
+        if !frame.icrc_ok() {
             crate::counters::inc(&self.counters.rx_dropped);
             return false;
         }
@@ -319,8 +310,8 @@ impl Qp {
                 return false;
             };
             let checked = skb.checked();
-            if let Some((bytes, l4)) = skb.bytes() {
-                if let Some(p) = parse(bytes, l4).filter(|p| checked || drv.accept(bytes, l4, p)) {
+            if let Some(frame) = skb.frame() {
+                if let Some(p) = parse(&frame).filter(|p| checked || drv.accept(&frame, p)) {
                     // A packet that found an ODP page missing: the faults
                     // are taken here, in process context, and it is
                     // processed again. If it misses once more, its

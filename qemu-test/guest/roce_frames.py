@@ -8,7 +8,8 @@ oxe's parser and ICRC against a second implementation.
 Frames leave through a raw IPv4 socket opened in another network
 namespace (the peer side of the guest's veth pair), with any source
 address the test asks for; a UDP socket bound to port 4791 there receives
-what oxe sends to that peer.
+what oxe sends to that peer. Batches of packets in one GSO datagram leave
+through a packet socket on that side's veth instead (`Peer.inject_batch`).
 """
 import ctypes
 import os
@@ -46,6 +47,14 @@ NAK_REMOTE_OP = 0x63
 RNR_NAK = 0x20
 
 GSI_QKEY = 0x80010000
+
+# Packet sockets with a virtio-net header (linux/if_packet.h,
+# linux/virtio_net.h): how a local sender hands the stack a GSO packet
+# whose every header it wrote.
+SOL_PACKET = 263
+PACKET_VNET_HDR = 15
+VIRTIO_NET_HDR_F_NEEDS_CSUM = 1
+VIRTIO_NET_HDR_GSO_UDP_L4 = 5
 
 
 def bth(opcode, dest_qpn, psn, pad=0, ack_req=False, solicited=False):
@@ -117,6 +126,43 @@ def frame(src, dst, packet, sport=0xC0DE, bad_icrc=False):
     return ip + udp + packet + crc
 
 
+def ipv4_checksum(header):
+    """The IPv4 header checksum of `header` (its checksum field zero)."""
+    total = sum(struct.unpack(f'>{len(header) // 2}H', header))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def gso_batch(src, dst, packets, ident, sport=0xC0DE, bad_icrc=(), seg_size=None):
+    """One IPv4 datagram carrying `packets` (BTH onwards, no ICRC) back to
+    back, as UDP segmentation (GSO, SKB_GSO_UDP_L4) takes it: split every
+    `seg_size` bytes (by default the first packet's length with its ICRC),
+    each piece gets the whole's headers with its own lengths and the
+    identification `ident` plus its index. Each packet's ICRC is over the
+    headers it will so carry; those whose index is in `bad_icrc` get a
+    wrong one. Returns the IP datagram, its checksum right, and `seg_size`."""
+    body = b''
+    for i, packet in enumerate(packets):
+        ip, udp = ipv4_udp(src, dst, len(packet) + 4, sport)
+        ip = ip[:4] + struct.pack('>H', (ident + i) & 0xFFFF) + ip[6:]
+        crc = icrc(ip, udp, packet)
+        if i in bad_icrc:
+            crc = bytes(b ^ 0xFF for b in crc)
+        body += packet + crc
+    if seg_size is None:
+        seg_size = len(packets[0]) + 4
+    ip, udp = ipv4_udp(src, dst, len(body), sport)
+    ip = ip[:4] + struct.pack('>H', ident & 0xFFFF) + ip[6:]
+    ip = ip[:10] + struct.pack('>H', ipv4_checksum(ip)) + ip[12:]
+    # The UDP checksum as a sender offloading it leaves it: the pseudo
+    # header's sum, which segmentation completes for each piece.
+    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack(
+        '>BBH', 0, socket.IPPROTO_UDP, 8 + len(body))
+    udp = udp[:6] + struct.pack('>H', ~ipv4_checksum(pseudo) & 0xFFFF)
+    return ip + udp + body, seg_size
+
+
 def in_netns(ns, make):
     """Calls `make()` inside network namespace `ns` (as `ip netns` names
     it) and returns what it made: a socket keeps its namespace for life."""
@@ -160,7 +206,9 @@ class Peer:
     with any source address and hears what oxe sends to `addr`."""
 
     def __init__(self, ns, addr):
+        self.ns = ns
         self.addr = addr
+        self.link = None
         self.raw = in_netns(ns, lambda: socket.socket(
             socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW))
         self.udp = in_netns(ns, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
@@ -169,6 +217,31 @@ class Peer:
     def close(self):
         self.raw.close()
         self.udp.close()
+        if getattr(self, 'link', None):
+            self.link.close()
+
+    def inject_batch(self, dst, packets, ifname='veth1', peer_if='veth0', **kw):
+        """Sends `packets` to `dst` as one GSO datagram (gso_batch), as a
+        sender on this host that offloads UDP segmentation hands it to
+        the stack: through a packet socket with a virtio-net header on
+        the peer's end of the veth pair, which carries it whole to the
+        other end. The first call opens that socket."""
+        if getattr(self, 'link', None) is None:
+            self.link = in_netns(self.ns, lambda: socket.socket(
+                socket.AF_PACKET, socket.SOCK_RAW, 0))
+            self.link.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            self.link.bind((ifname, 0))
+            self.src_mac = self.link.getsockname()[4]
+        with open(f'/sys/class/net/{peer_if}/address') as f:
+            dst_mac = bytes.fromhex(f.read().strip().replace(':', ''))
+        datagram, seg_size = gso_batch(self.addr, dst, packets, **kw)
+        eth = dst_mac + self.src_mac + struct.pack('>H', 0x0800)
+        ip_len = (datagram[0] & 0x0F) * 4
+        # struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size,
+        # csum_start, csum_offset (host order, little-endian here).
+        vnet = struct.pack('<BBHHHH', VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_UDP_L4,
+                           len(eth) + ip_len + 8, seg_size, len(eth) + ip_len, 6)
+        self.link.send(vnet + eth + datagram)
 
     def inject(self, dst, packet, src=None, **kw):
         """Sends `packet` (BTH onwards, no ICRC) to `dst` from `src`

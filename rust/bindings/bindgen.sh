@@ -20,7 +20,7 @@ run_bindgen() { # output extra-bindgen-args...
         --no-debug '.*' --enable-function-attribute-detection \
         --allowlist-file '.*/include/rdma/.*' --allowlist-file '.*/include/uapi/rdma/.*' \
         --allowlist-function 'oxe_shim_.*' \
-        --allowlist-function 'udp_sock_create4|udp_sock_create6|setup_udp_tunnel_sock|udp_tunnel_sock_release' \
+        --allowlist-function 'udp_tunnel_sock_release' \
         --allowlist-function 'register_netdevice_notifier|unregister_netdevice_notifier|__ip_select_ident|dev_mc_add|dev_mc_del' \
         --allowlist-function 'vfree|remap_vmalloc_range|crc32_le' \
         --allowlist-type 'netdev_cmd|hmm_pfn_flags' --allowlist-var 'MMU_NOTIFIER_RANGE_BLOCKABLE' \

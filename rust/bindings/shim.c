@@ -393,11 +393,6 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 	return skb;
 }
 
-void oxe_shim_udp_no_csum_convert(struct sock *sk)
-{
-	inet_dec_convert_csum(sk);
-}
-
 u8 *oxe_shim_skb_put(struct sk_buff *skb, unsigned int len)
 {
 	return skb_put(skb, len);
@@ -443,15 +438,6 @@ int oxe_shim_tx_send(struct sk_buff *skb)
 	return net_xmit_eval(err);
 }
 
-u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off)
-{
-	if (skb_linearize(skb))
-		return NULL;
-	*len = skb_tail_pointer(skb) - skb_network_header(skb);
-	*l4_off = skb_transport_header(skb) - skb_network_header(skb);
-	return skb_network_header(skb);
-}
-
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb)
 {
 	return skb->dev;
@@ -459,7 +445,237 @@ struct net_device *oxe_shim_skb_dev(struct sk_buff *skb)
 
 struct oxe_rx_cb {
 	bool checked;
+	/* One segment of a GSO packet taken whole, and which. */
+	bool segment;
+	u16 index;
 };
+
+void oxe_shim_skb_arrived(struct sk_buff *skb)
+{
+	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
+
+	BUILD_BUG_ON(sizeof(struct oxe_rx_cb) > sizeof(skb->cb));
+	cb->checked = false;
+	cb->segment = false;
+	cb->index = 0;
+}
+
+int oxe_shim_skb_frame(struct sk_buff *skb, struct oxe_frame *f)
+{
+	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
+	u8 *udp_end;
+
+	/* A clone of a linear packet (a segment) is linear: nothing to do. */
+	if (skb_linearize(skb))
+		return -ENOMEM;
+	udp_end = skb_transport_header(skb) + sizeof(struct udphdr);
+	f->l3 = skb_network_header(skb);
+	f->l4 = skb_transport_header(skb) - skb_network_header(skb);
+	f->segment = cb->segment;
+	f->index = cb->index;
+	/*
+	 * A segment's bytes are its clone's data; any other packet's run from
+	 * its UDP header's end (where UDP left its data, or where the loopback
+	 * wrote it) to its tail.
+	 */
+	f->roce = cb->segment ? skb->data : udp_end;
+	if (f->roce < udp_end || f->roce > skb_tail_pointer(skb))
+		return -EINVAL;
+	f->roce_len = skb_tail_pointer(skb) - f->roce;
+	return 0;
+}
+
+/*
+ * Most segments a GSO packet may carry to oxe. oxe sends at most 32 per
+ * packet, and UDP_SEGMENT allows 128 (UDP_MAX_SEGMENTS); a packet claiming
+ * more is dropped whole rather than cloned that many times in softirq.
+ */
+#define OXE_MAX_SEGMENTS 128
+/* The shortest RoCE packet: a BTH and an ICRC. */
+#define OXE_MIN_SEGMENT 16
+
+int oxe_shim_skb_gso_segments(struct sk_buff *skb)
+{
+	unsigned int size, segs;
+
+	if (!skb_is_gso(skb))
+		return 0;
+	size = skb_shinfo(skb)->gso_size;
+	if (!(skb_shinfo(skb)->gso_type & SKB_GSO_UDP_L4) || size < OXE_MIN_SEGMENT)
+		return -EINVAL;
+	segs = DIV_ROUND_UP(skb->len, size);
+	if (segs > OXE_MAX_SEGMENTS)
+		return -EINVAL;
+	/* One copy of the whole here, if any, rather than one per segment. */
+	if (skb_linearize(skb))
+		return -ENOMEM;
+	return segs;
+}
+
+struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index)
+{
+	unsigned int size = skb_shinfo(skb)->gso_size, off = index * size;
+	struct sk_buff *seg;
+	struct oxe_rx_cb *cb;
+
+	if (off >= skb->len)
+		return NULL;
+	seg = skb_clone(skb, GFP_ATOMIC);
+	if (!seg)
+		return NULL;
+	/* The clone's own view of the shared, linear data: the segment alone. */
+	__skb_pull(seg, off);
+	skb_trim(seg, min(size, seg->len));
+	cb = (struct oxe_rx_cb *)seg->cb;
+	cb->checked = false;
+	cb->segment = true;
+	cb->index = index;
+	return seg;
+}
+
+/*
+ * The receive buffer of a RoCE socket: it holds what arrives while another
+ * CPU drains it, and a drain that yields (oxe_shim_udp_rx_next's callers
+ * take 64 packets a turn) leaves the rest there for its work item.
+ */
+#define OXE_RCVBUF (8 << 20)
+
+int oxe_shim_udp_rx_open(struct net *net, bool ipv6, int cpu, struct socket **sockp)
+{
+	struct sockaddr_in6 a6 = {
+		.sin6_family = AF_INET6,
+		.sin6_addr = IN6ADDR_ANY_INIT,
+		.sin6_port = htons(ROCE_V2_UDP_DPORT),
+	};
+	struct sockaddr_in a4 = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_ANY),
+		.sin_port = htons(ROCE_V2_UDP_DPORT),
+	};
+	struct socket *sock;
+	int err;
+
+	err = sock_create_kern(net, ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0, &sock);
+	if (err < 0)
+		return err;
+	if (ipv6) {
+		err = ip6_sock_set_v6only(sock->sk);
+		if (err < 0)
+			goto out;
+		/*
+		 * RoCE v2 over IPv6 may carry a zero UDP checksum (rxe's and
+		 * oxe's single packets do: the ICRC covers the packet), which
+		 * IPv6 UDP refuses unless told (RFC 6935/6936).
+		 */
+		udp_set_no_check6_rx(sock->sk, true);
+		udp_set_no_check6_tx(sock->sk, true);
+	}
+	/*
+	 * One socket of a SO_REUSEPORT group per CPU, each claiming its CPU
+	 * (SO_INCOMING_CPU): UDP hands a packet to the socket of the CPU that
+	 * received it (reuseport_select_sock_by_hash), so each CPU drains a
+	 * queue only it fills. Set before bind, which counts the claim.
+	 */
+	sock->sk->sk_reuseport = 1;
+	WRITE_ONCE(sock->sk->sk_incoming_cpu, cpu);
+	if (ipv6)
+		err = kernel_bind(sock, (struct sockaddr_unsized *)&a6, sizeof(a6));
+	else
+		err = kernel_bind(sock, (struct sockaddr_unsized *)&a4, sizeof(a4));
+out:
+	if (err < 0) {
+		sock_release(sock);
+		return err;
+	}
+	*sockp = sock;
+	return 0;
+}
+
+bool oxe_shim_skb_to_host(struct sk_buff *skb)
+{
+	return skb->pkt_type == PACKET_HOST;
+}
+
+void oxe_shim_udp_rx_attach(struct sock *sk, void (*ready)(struct sock *sk), void *state)
+{
+	/*
+	 * GSO packets whole (not FRAGLIST ones: their segments carry headers
+	 * of their own, which oxe could not rebuild).
+	 */
+	udp_set_bit(ACCEPT_L4, sk);
+	WRITE_ONCE(sk->sk_rcvbuf, OXE_RCVBUF);
+	sk->sk_userlocks |= SOCK_RCVBUF_LOCK;
+	write_lock_bh(&sk->sk_callback_lock);
+	rcu_assign_sk_user_data(sk, state);
+	WRITE_ONCE(sk->sk_data_ready, ready);
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+void oxe_shim_udp_rx_detach(struct sock *sk)
+{
+	/*
+	 * The callback stays (sock_def_readable is not exported): without its
+	 * state it takes nothing, and the socket's release frees what is
+	 * queued.
+	 */
+	write_lock_bh(&sk->sk_callback_lock);
+	rcu_assign_sk_user_data(sk, NULL);
+	write_unlock_bh(&sk->sk_callback_lock);
+	/* Every data_ready call that may still see the state has returned. */
+	synchronize_rcu();
+}
+
+void *oxe_shim_udp_rx_state(struct sock *sk)
+{
+	void *state;
+
+	rcu_read_lock();
+	state = rcu_dereference_sk_user_data(sk);
+	rcu_read_unlock();
+	return state;
+}
+
+struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk)
+{
+	struct sk_buff *skb;
+	int off, err;
+
+	for (;;) {
+		off = 0;
+		skb = __skb_recv_udp(sk, MSG_DONTWAIT, &off, &err);
+		if (!skb)
+			return NULL;
+		/*
+		 * What UDP checks before it hands a packet to a tunnel, left to
+		 * the reader for a queued one: a packet of this host (CHECKSUM_
+		 * PARTIAL, a GSO one among them) or with no checksum passes.
+		 */
+		if (udp_lib_checksum_complete(skb)) {
+			__UDP_INC_STATS(sock_net(sk), UDP_MIB_CSUMERRORS);
+			kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
+			continue;
+		}
+		/*
+		 * UDP kept its accounting in skb->dev while the packet was
+		 * queued; the device it came in on is still known by index. (The
+		 * caller runs with softirqs off, an RCU reader.)
+		 */
+		skb->dev = dev_get_by_index_rcu(sock_net(sk), skb->skb_iif);
+		if (!skb->dev) {
+			kfree_skb_reason(skb, SKB_DROP_REASON_DEV_READY);
+			continue;
+		}
+		return skb;
+	}
+}
+
+bool oxe_shim_udp_rx_pending(struct sock *sk)
+{
+	/* Ordered after the caller's release of its drain (a full barrier). */
+	smp_mb();
+	return !skb_queue_empty_lockless(&sk->sk_receive_queue) ||
+	       !skb_queue_empty_lockless(&udp_sk(sk)->reader_queue);
+}
 
 void oxe_shim_skb_set_checked(struct sk_buff *skb, bool checked)
 {

@@ -89,13 +89,6 @@ struct sk_buff *oxe_shim_tx_alloc(struct net_device *ndev, const struct oxe_av *
 				  struct oxe_route_cache *rc, unsigned int len,
 				  unsigned int *extra, u8 **l3, bool *local,
 				  struct ib_device **to, int *err);
-/*
- * Undoes, on a RoCE tunnel socket, setup_udp_tunnel_sock's request for
- * received checksums to be converted to CHECKSUM_COMPLETE: nothing in oxe
- * reads them, and with it UDP checksums every segment it splits from a GSO
- * packet as it copies it out (udp_rcv_segment).
- */
-void oxe_shim_udp_no_csum_convert(struct sock *sk);
 /* skb_put and skb_trim on a linear skb of ours. */
 u8 *oxe_shim_skb_put(struct sk_buff *skb, unsigned int len);
 void oxe_shim_skb_trim(struct sk_buff *skb, unsigned int len);
@@ -112,8 +105,56 @@ void oxe_shim_tx_gso(struct sk_buff *skb, unsigned int gso_size, unsigned int se
 struct oxe_route_cache *oxe_shim_route_cache_new(void);
 void oxe_shim_route_cache_free(struct oxe_route_cache *rc);
 int oxe_shim_tx_send(struct sk_buff *skb);
-/* The bytes from the IP header to the end of the packet, linearized. */
-u8 *oxe_shim_skb_l3(struct sk_buff *skb, size_t *len, size_t *l4_off);
+/*
+ * A received packet as oxe reads it: its IP and UDP headers at @l3 (the
+ * UDP header @l4 bytes on), and the RoCE packet, BTH to ICRC, at @roce.
+ * For one segment of a GSO packet taken whole (oxe_shim_skb_segment) the
+ * headers are the whole packet's, and @segment is set with the segment's
+ * @index: UDP segmentation would have given it lengths and an IPv4
+ * identification of its own. Linearizes the skb; 0 or an errno.
+ */
+struct oxe_frame {
+	const u8 *l3;
+	size_t l4;
+	const u8 *roce;
+	size_t roce_len;
+	bool segment;
+	u16 index;
+};
+int oxe_shim_skb_frame(struct sk_buff *skb, struct oxe_frame *f);
+/* Marks a packet just handed to oxe: not checked, not a segment. */
+void oxe_shim_skb_arrived(struct sk_buff *skb);
+/*
+ * A GSO packet taken whole: its number of segments (after making it
+ * linear), 0 for a packet that is not one, or an errno for one oxe drops
+ * (not UDP segmentation, segments too short or too many).
+ */
+int oxe_shim_skb_gso_segments(struct sk_buff *skb);
+/* Segment @index of such a packet: a clone viewing its bytes, or NULL. */
+struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index);
+/*
+ * A RoCE socket's receive: UDP queues packets (a GSO one whole) and calls
+ * @ready, which takes them with oxe_shim_udp_rx_next and finds @state with
+ * oxe_shim_udp_rx_state. Detach, before the socket is released, returns
+ * once no @ready call can still see @state.
+ */
+/*
+ * Opens and binds port 4791 in @net (IPv4, or IPv6 only) as the socket of
+ * @cpu in a group of one per CPU (shim.c says how packets find it).
+ */
+int oxe_shim_udp_rx_open(struct net *net, bool ipv6, int cpu, struct socket **sockp);
+/*
+ * Whether a packet was addressed to this host alone: UDP gives every
+ * socket of a group its own copy of a multicast or broadcast one.
+ */
+bool oxe_shim_skb_to_host(struct sk_buff *skb);
+void oxe_shim_udp_rx_attach(struct sock *sk, void (*ready)(struct sock *sk), void *state);
+void oxe_shim_udp_rx_detach(struct sock *sk);
+void *oxe_shim_udp_rx_state(struct sock *sk);
+/* The next packet queued, its checksum checked and its device set; or NULL. Softirqs off. */
+struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk);
+/* Whether packets are queued (after a full barrier). */
+bool oxe_shim_udp_rx_pending(struct sock *sk);
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);
 /*
  * Whether a received packet's ICRC was checked and the packet counted

@@ -22,20 +22,88 @@ pub(crate) const ICRC_LEN: usize = 4;
 /// UDP header and BTH: the last bytes with masked fields.
 const UDP_BTH_LEN: usize = 8 + 12;
 
-/// The ICRC of a packet (from its IP header, ICRC excluded) whose UDP header
-/// starts at `l4`: oxe-core hashes the headers with their variant fields
-/// masked, then the payload, which is most bytes, goes to the CRC-32 that
-/// measured fastest at module load (`crc.rs`).
-pub(crate) fn icrc_of(packet: &[u8], l4: usize) -> Option<u32> {
-    let (hdr, rest) = packet.split_at_checked(l4.checked_add(UDP_BTH_LEN)?)?;
-    icrc_over(hdr, rest)
-}
-
 /// The ICRC of the headers `hdr` (IP header to BTH) followed by `rest`
-/// (the payload and pad), wherever the two lie.
+/// (the payload and pad), wherever the two lie: oxe-core hashes the
+/// headers with their variant fields masked, then the payload, which is
+/// most bytes, goes to the CRC-32 that measured fastest at module load
+/// (`crc.rs`).
 fn icrc_over(hdr: &[u8], rest: &[u8]) -> Option<u32> {
     let crc = icrc::icrc_start(hdr).ok()?;
     Some(icrc::icrc_finish(super::crc::update(crc, rest)))
+}
+
+/// Most bytes of the headers a [`Frame`] keeps: an IPv4 header with every
+/// option (60 bytes; IPv6's is 40), UDP's, and the BTH.
+const FRAME_HEAD: usize = 60 + UDP_BTH_LEN;
+
+/// A received packet as oxe reads it: a copy of its IP, UDP and BTH headers
+/// (as this packet carries them), and its RoCE bytes, BTH to ICRC, in
+/// place.
+///
+/// The headers are copied because a segment of a GSO packet taken whole
+/// has none of its own: it shares the whole packet's, with the whole's
+/// lengths and first IPv4 identification, and the copy is given the ones
+/// UDP segmentation would have written, which its ICRC covers and which a
+/// UD receive's GRH shows. For any other packet, the copy is the headers
+/// as they are.
+pub(crate) struct Frame<'a> {
+    head: [u8; FRAME_HEAD],
+    /// Where the UDP header starts in `head`.
+    l4: usize,
+    roce: &'a [u8],
+}
+
+impl<'a> Frame<'a> {
+    /// The frame of a packet with IP and UDP headers `headers` (the UDP
+    /// header `l4` bytes on) and RoCE bytes `roce`; for segment `index` of
+    /// a GSO packet, its headers rewritten as segmentation writes them.
+    /// `None` for headers longer than any RoCE packet's, or a segment's
+    /// whose IP header has options or extensions (segmentation's never
+    /// do, and oxe could not place their lengths).
+    fn new(headers: &[u8], l4: usize, roce: &'a [u8], segment: Option<u16>) -> Option<Self> {
+        let mut head = [0u8; FRAME_HEAD];
+        head.get_mut(..headers.len())?.copy_from_slice(headers);
+        // A packet too short for a BTH fails its parse, counted there.
+        let bth = roce.get(..BTH_LEN).unwrap_or(&[]);
+        let at = headers.len();
+        head.get_mut(at..at + bth.len())?.copy_from_slice(bth);
+        if let Some(index) = segment {
+            let ipv6 = headers.first().is_some_and(|v| v >> 4 == 6);
+            if l4 != if ipv6 { ip::IPV6_LEN } else { ip::IPV4_LEN } {
+                return None;
+            }
+            let udp_len = u16::try_from(roce.len().checked_add(ip::UDP_LEN)?).ok()?;
+            let id = ip::ipv4_id(&head).unwrap_or(0).wrapping_add(index);
+            ip::set_segment(&mut head, ipv6, udp_len, id)?;
+            if let Some(iph) = head.first_chunk_mut::<{ ip::IPV4_LEN }>().filter(|_| !ipv6) {
+                ip::set_ipv4_checksum(iph);
+            }
+        }
+        Some(Frame { head, l4, roce })
+    }
+
+    /// The IP header.
+    pub(crate) fn ip(&self) -> &[u8] {
+        self.head.get(..self.l4).unwrap_or(&[])
+    }
+
+    /// The RoCE packet, BTH to ICRC.
+    pub(crate) fn roce(&self) -> &'a [u8] {
+        self.roce
+    }
+
+    /// Whether the packet's ICRC (its last four bytes) is right.
+    pub(crate) fn icrc_ok(&self) -> bool {
+        let Some((body, crc)) = self.roce.split_last_chunk::<ICRC_LEN>() else {
+            return false;
+        };
+        let (Some(head), Some(rest)) =
+            (self.head.get(..self.l4 + UDP_BTH_LEN), body.get(BTH_LEN..))
+        else {
+            return false;
+        };
+        icrc_over(head, rest) == Some(icrc::from_wire(*crc))
+    }
 }
 
 /// Most bytes of segments one packet carries: its buffer, with the headers
@@ -342,8 +410,8 @@ impl TxPacket {
         let to = self.to.take();
         let skb = self.skb;
         core::mem::forget(self);
-        let mut rx = RxPacket(skb);
-        rx.mark(false);
+        let rx = RxPacket(skb);
+        rx.reset();
         (to, rx)
     }
 }
@@ -389,9 +457,43 @@ impl RxPacket {
     /// As for [`RxPacket::from_raw`].
     pub(super) unsafe fn arrived(skb: *mut b::sk_buff) -> Option<Self> {
         // SAFETY: the caller's contract.
-        let mut pkt = unsafe { Self::from_raw(skb) }?;
-        pkt.mark(false);
+        let pkt = unsafe { Self::from_raw(skb) }?;
+        pkt.reset();
         Some(pkt)
+    }
+
+    /// Clears what oxe keeps in the control buffer of a packet handed over
+    /// to it: not checked, not a segment.
+    fn reset(&self) {
+        // SAFETY: an skb we own (type invariant), whose control buffer is
+        // ours since it was handed over.
+        unsafe { b::oxe_shim_skb_arrived(self.0.as_ptr()) };
+    }
+
+    /// Whether the packet was addressed to this host alone (not a
+    /// multicast or broadcast one, a copy of which every socket of a
+    /// group is given).
+    pub(super) fn to_host(&self) -> bool {
+        // SAFETY: an skb we own (type invariant).
+        unsafe { b::oxe_shim_skb_to_host(self.0.as_ptr()) }
+    }
+
+    /// How many segments the packet carries, if it is a GSO packet taken
+    /// whole (0 if it is not one; an error for one oxe does not take).
+    pub(super) fn segments(&mut self) -> Result<u32> {
+        // SAFETY: an skb we own (type invariant).
+        let n = unsafe { b::oxe_shim_skb_gso_segments(self.0.as_ptr()) };
+        u32::try_from(n).map_err(|_| Error::from_errno(n))
+    }
+
+    /// Segment `index` of a GSO packet taken whole ([`Self::segments`]),
+    /// as a packet of its own (a clone sharing the bytes); `None` without
+    /// memory for it.
+    pub(super) fn segment(&self, index: u32) -> Option<RxPacket> {
+        // SAFETY: an skb we own (type invariant), made linear by
+        // `segments`; the clone is a new skb, owned by the result, with the
+        // headers set as ours are.
+        unsafe { Self::from_raw(b::oxe_shim_skb_segment(self.0.as_ptr(), index)) }
     }
 
     /// Whether the packet's ICRC was checked, and the packet counted
@@ -404,13 +506,9 @@ impl RxPacket {
     /// Records that the packet was checked and counted: the backlog's drain
     /// processes it again (after an ODP fault) without doing either twice.
     pub(crate) fn set_checked(&mut self) {
-        self.mark(true);
-    }
-
-    fn mark(&mut self, checked: bool) {
         // SAFETY: an skb we own (type invariant), whose control buffer is
         // ours since it was handed over.
-        unsafe { b::oxe_shim_skb_set_checked(self.0.as_ptr(), checked) };
+        unsafe { b::oxe_shim_skb_set_checked(self.0.as_ptr(), true) };
     }
 
     pub(super) fn into_raw(self) -> *mut b::sk_buff {
@@ -424,18 +522,27 @@ impl RxPacket {
         unsafe { b::oxe_shim_skb_dev(self.0.as_ptr()) }
     }
 
-    /// The packet from its IP header to its end, and where the UDP header
-    /// starts in it; `None` if it cannot be made linear.
-    pub(crate) fn bytes(&mut self) -> Option<(&[u8], usize)> {
-        let mut len = 0usize;
-        let mut l4 = 0usize;
-        // SAFETY: an skb we own (type invariant).
-        let p = unsafe { b::oxe_shim_skb_l3(self.0.as_ptr(), &mut len, &mut l4) };
-        if p.is_null() || l4 > len {
+    /// The packet as oxe reads it ([`Frame`]); `None` if it cannot be made
+    /// linear, or is a segment whose headers could not be UDP
+    /// segmentation's.
+    pub(crate) fn frame(&mut self) -> Option<Frame<'_>> {
+        let mut f = b::oxe_frame::default();
+        // SAFETY: an skb we own (type invariant); `f` is a valid out pointer.
+        if unsafe { b::oxe_shim_skb_frame(self.0.as_ptr(), &mut f) } != 0 {
             return None;
         }
-        // SAFETY: linear bytes of our skb, borrowed for as long as `self`.
-        Some((unsafe { core::slice::from_raw_parts(p, len) }, l4))
+        let hdr_len = f.l4.checked_add(ip::UDP_LEN)?;
+        // SAFETY: the shim checked that the UDP header ends at or before
+        // `roce`, within the linear bytes of our skb (a segment's headers
+        // are those of the packet it was cloned from, whose bytes it
+        // shares): both runs are ours to read for as long as `self`.
+        let (headers, roce) = unsafe {
+            (
+                core::slice::from_raw_parts(f.l3, hdr_len),
+                core::slice::from_raw_parts(f.roce, f.roce_len),
+            )
+        };
+        Frame::new(headers, f.l4, roce, f.segment.then_some(f.index))
     }
 }
 

@@ -4,11 +4,40 @@
 //! every oxe device whose netdev lives there and closed with the last one.
 //! (A port can be bound once per namespace, so per-device sockets would
 //! collide as soon as two devices share a namespace.)
+//!
+//! The sockets are plain UDP sockets that take GSO packets whole, not
+//! tunnel sockets. UDP splits a GSO packet into one skb per datagram, with
+//! a copy of each, before a tunnel socket's callback sees any (unless the
+//! packet is marked as a tunnel's, which would mislead NICs that offload
+//! tunnels); packets oxe sends to a peer on this host (another namespace,
+//! a veth) are such batches, up to 27 to an skb (`pkt.rs`). Queued whole,
+//! a batch reaches oxe as one skb, and each packet of it becomes a clone
+//! viewing its own bytes ([`RxPacket::segment`]): no copy, and no skb
+//! allocated for its data.
+//!
+//! UDP calls the socket's `data_ready` after queueing, on the CPU that
+//! received the packet, which then takes the packet from the queue and
+//! processes it, as a tunnel's callback would have. Packets of one QP must
+//! be processed in the order they arrived, so no two CPUs may take from one
+//! queue: with a single socket, each would find the other's packets there.
+//! So port 4791 is a group of sockets, one per CPU (`SO_REUSEPORT`, each
+//! socket claiming its CPU as `SO_INCOMING_CPU` does), and UDP queues a
+//! packet on the socket of the CPU that received it. One socket with one
+//! CPU draining it at a time, the others leaving their packets to that
+//! drain, put a small message's whole round trip on one CPU while the
+//! other waited, and `ib_write_lat` rose from 22 to 34 µs. The drain still
+//! admits one CPU at a time ([`SockRx::drain`]): a multicast packet reaches
+//! every socket of the group, and the first one's takes it from any CPU.
 
+use super::lock::BhOff;
 use super::netdev::NetDev;
+use super::pkt::RxPacket;
+use super::work::{self, Work, WorkFn};
 use crate::bindings as b;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
+use kernel::sync::SetOnce;
 
 /// A network namespace, by identity. Only compared, never dereferenced by Rust.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,93 +61,229 @@ impl NetNs {
     }
 }
 
-/// A UDP tunnel socket bound to port 4791.
+/// A UDP socket bound to port 4791, and its receive.
 ///
 /// # Invariants
 ///
-/// `self.0` is a kernel socket created by `udp_sock_create*` and not yet released.
-pub(crate) struct UdpSocket(NonNull<b::socket>);
+/// `sock` is a kernel socket created by `udp_sock_create*` and not yet
+/// released, whose receive is attached to `rx` (its `sk` is `sock`'s).
+pub(crate) struct UdpSocket {
+    sock: NonNull<b::socket>,
+    rx: Pin<KBox<SockRx>>,
+}
 
 // SAFETY: kernel sockets are internally locked; we only release it.
 unsafe impl Send for UdpSocket {}
 // SAFETY: as above.
 unsafe impl Sync for UdpSocket {}
 
+/// Packets taken from the socket per turn of a drain, before it leaves the
+/// rest to its work item: a CPU receiving for another keeps at it for a
+/// bounded time.
+const SOCKET_BUDGET: u32 = 64;
+
+/// A RoCE socket's receive: which CPU drains it, and the work item that
+/// takes over from a drain out of budget.
+///
+/// # Invariants
+///
+/// `sk` is the `struct sock` of a live socket whose receive is attached
+/// to `self`, until [`UdpSocket`]'s drop detaches it and disables `work`.
+pub(crate) struct SockRx {
+    sk: NonNull<b::sock>,
+    /// The group's first socket, the one that takes packets every socket
+    /// of the group is given (multicast, broadcast); the others drop them.
+    first: bool,
+    draining: AtomicBool,
+    deliver: fn(RxPacket),
+    drain_work: SetOnce<Work>,
+    /// Pinned for good: the socket and the work item point at it.
+    _pin: core::marker::PhantomPinned,
+}
+
+// SAFETY: `sk` is only passed to the socket API, which locks internally;
+// the rest is atomics, a plain function and a work handle.
+unsafe impl Send for SockRx {}
+// SAFETY: as above.
+unsafe impl Sync for SockRx {}
+
+work::owns_work!(SockRx { work: drain_work });
+
+impl WorkFn for SockRx {
+    /// The drain a turn out of budget left: process context, with
+    /// softirqs held off as the receive path expects.
+    fn run(&self) {
+        let _bh = BhOff::new();
+        self.drain();
+    }
+}
+
+impl SockRx {
+    /// Takes the queued packets, unless another CPU is already at it (that
+    /// drain then takes this CPU's too). Softirqs off.
+    fn drain(&self) {
+        let sk = self.sk.as_ptr();
+        loop {
+            if self.draining.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let mut taken = 0;
+            // (Looked at without its locks first: most calls find one
+            // packet, and a second try at the locked queue, to find it
+            // empty, cost more than the look.)
+            // SAFETY: a live socket (type invariant).
+            while taken < SOCKET_BUDGET && unsafe { b::oxe_shim_udp_rx_pending(sk) } {
+                // SAFETY: a live socket (type invariant), softirqs off.
+                let skb = unsafe { b::oxe_shim_udp_rx_next(sk) };
+                // SAFETY: the queue hands over an skb of ours, headers set.
+                let Some(pkt) = (unsafe { RxPacket::arrived(skb) }) else {
+                    break;
+                };
+                self.take(pkt);
+                taken += 1;
+            }
+            self.draining.store(false, Ordering::SeqCst);
+            if taken == SOCKET_BUDGET {
+                if let Some(w) = self.drain_work.as_ref() {
+                    w.queue();
+                }
+                return;
+            }
+            // A packet queued after the last look, whose CPU found the
+            // drain still held, is this drain's to take.
+            // SAFETY: a live socket (type invariant).
+            if !unsafe { b::oxe_shim_udp_rx_pending(sk) } {
+                return;
+            }
+        }
+    }
+
+    /// Hands one packet on, or each packet of a GSO batch.
+    fn take(&self, mut pkt: RxPacket) {
+        if !self.first && !pkt.to_host() {
+            return;
+        }
+        match pkt.segments() {
+            Ok(0) => (self.deliver)(pkt),
+            Ok(n) => {
+                for i in 0..n {
+                    if let Some(seg) = pkt.segment(i) {
+                        (self.deliver)(seg);
+                    }
+                }
+            }
+            // Not a batch oxe sends, nor one it can take apart: dropped.
+            Err(_) => {}
+        }
+    }
+}
+
 /// # Safety
 ///
-/// Called only by the kernel, with the arguments of this callback's C contract.
-unsafe extern "C" fn encap_rcv<D: super::driver::Driver>(
-    _sk: *mut b::sock,
-    skb: *mut b::sk_buff,
-) -> kernel::ffi::c_int {
-    // Returning 0 tells UDP the packet was consumed (queued, or dropped).
-    // SAFETY: UDP hands us ownership of `skb`, headers set.
-    if let Some(pkt) = unsafe { super::pkt::RxPacket::arrived(skb) } {
-        super::device::deliver::<D>(pkt);
+/// Called only by the kernel, with the arguments of this callback's C
+/// contract (`sk_data_ready`).
+unsafe extern "C" fn data_ready(sk: *mut b::sock) {
+    // UDP receives with softirqs off (in the receive softirq, or in a
+    // caller of netif_receive_skb that holds them off), as the drain needs.
+    // SAFETY: a socket UDP calls back for, which is one of ours.
+    let rx = unsafe { b::oxe_shim_udp_rx_state(sk) }.cast::<SockRx>();
+    // SAFETY: the state attached to the socket, alive until the socket is
+    // detached, which waits for every call that might see it (softirqs
+    // off: an RCU reader) to return.
+    if let Some(rx) = unsafe { rx.as_ref() } {
+        rx.drain();
     }
-    0
 }
 
 impl UdpSocket {
-    /// Opens port 4791 in `ns` (IPv4, or IPv6-only when `ipv6`), for
-    /// driver `D`'s devices.
-    fn open<D: super::driver::Driver>(ns: NetNs, ipv6: bool) -> Result<Self> {
+    /// Opens port 4791 in `ns` (IPv4, or IPv6-only when `ipv6`) as CPU
+    /// `cpu`'s socket of the group, for driver `D`'s devices.
+    fn open<D: super::driver::Driver>(ns: NetNs, ipv6: bool, cpu: u32) -> Result<Self> {
         let mut sock: *mut b::socket = core::ptr::null_mut();
-        let mut cfg = b::udp_port_cfg {
-            local_udp_port: crate::oxe_core::ip::ROCE_V2_PORT.to_be(),
-            ..Default::default()
-        };
-        // SAFETY: `ns` is alive (NetNs invariant); `cfg` is a complete port
-        // configuration and `sock` a valid out pointer.
-        let ret = unsafe {
-            if ipv6 {
-                cfg.family = b::AF_INET6 as u8;
-                cfg.set_ipv6_v6only(1);
-                b::udp_sock_create6(ns.0, &mut cfg, &mut sock)
-            } else {
-                cfg.family = b::AF_INET as u8;
-                b::udp_sock_create4(ns.0, &mut cfg, &mut sock)
-            }
-        };
+        let cpu_c = i32::try_from(cpu).map_err(|_| EINVAL)?;
+        // SAFETY: `ns` is alive (NetNs invariant); `sock` is a valid out
+        // pointer.
+        let ret = unsafe { b::oxe_shim_udp_rx_open(ns.0, ipv6, cpu_c, &mut sock) };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
-        // INVARIANT: created just above.
-        let sock = NonNull::new(sock).map(UdpSocket).ok_or(ENOMEM)?;
-        let mut tunnel = b::udp_tunnel_sock_cfg {
-            // UDP_ENCAP_ESPINUDP_NON_IKE: any value but 0 makes UDP hand
-            // datagrams to `encap_rcv`.
-            encap_type: 1,
-            encap_rcv: Some(encap_rcv::<D>),
-            ..Default::default()
+        let sock = NonNull::new(sock).ok_or(ENOMEM)?;
+        // SAFETY: a socket created above, with its `struct sock`.
+        let sk = NonNull::new(unsafe { (*sock.as_ptr()).sk }).ok_or(ENOMEM);
+        let rx = sk.and_then(|sk| {
+            KBox::pin(
+                SockRx {
+                    sk,
+                    first: cpu == 0,
+                    draining: AtomicBool::new(false),
+                    deliver: super::device::deliver::<D>,
+                    drain_work: SetOnce::new(),
+                    _pin: core::marker::PhantomPinned,
+                },
+                GFP_KERNEL,
+            )
+            .map_err(Error::from)
+        });
+        let rx = match rx.and_then(|rx| work::start_work(&rx.as_ref()).map(|()| rx)) {
+            Ok(rx) => rx,
+            Err(e) => {
+                // SAFETY: created above, nothing attached, released once.
+                unsafe { b::udp_tunnel_sock_release((*sock.as_ptr()).sk) };
+                return Err(e);
+            }
         };
-        // SAFETY: a socket created above; the callback stays valid while it
-        // is open (the module outlives its sockets). The conversion setting
-        // only tells UDP what to do with a packet's checksum.
+        // SAFETY: a socket created above; the state is pinned and outlives
+        // the attachment (the drop below detaches first), and the callback
+        // is a function of this module, which outlives its sockets.
         unsafe {
-            let sk = (*sock.0.as_ptr()).sk;
-            b::setup_udp_tunnel_sock(ns.0, sk, &mut tunnel);
-            // The ICRC, not UDP's checksum, protects RoCE: keep UDP from
-            // computing checksums for oxe's receive (`shim.h` says where).
-            b::oxe_shim_udp_no_csum_convert(sk);
+            let state: *const SockRx = &*rx;
+            b::oxe_shim_udp_rx_attach(
+                (*sock.as_ptr()).sk,
+                Some(data_ready),
+                state.cast_mut().cast(),
+            );
         }
-        Ok(sock)
+        // INVARIANT: created and attached just above.
+        Ok(UdpSocket { sock, rx })
     }
 }
 
 impl Drop for UdpSocket {
     fn drop(&mut self) {
-        // SAFETY: created by udp_sock_create* and released exactly once (type invariant).
-        unsafe { b::udp_tunnel_sock_release((*self.0.as_ptr()).sk) };
+        // SAFETY: a live socket (type invariant). Detached first, so that no
+        // receive still runs on `rx` or queues its work, then the work is
+        // disabled (it takes from the socket), then the socket goes,
+        // exactly once.
+        unsafe {
+            let sk = (*self.sock.as_ptr()).sk;
+            b::oxe_shim_udp_rx_detach(sk);
+            if let Some(w) = self.rx.drain_work.as_ref() {
+                w.disable();
+            }
+            b::udp_tunnel_sock_release(sk);
+        }
     }
 }
 
 struct NsEntry {
     ns: NetNs,
     users: usize,
-    _v4: UdpSocket,
-    /// IPv6 may be absent (disabled in that namespace); RoCE then works over IPv4 only.
-    _v6: Option<UdpSocket>,
+    _v4: KVec<UdpSocket>,
+    /// IPv6 may be absent (disabled in that namespace): then empty, and
+    /// RoCE works over IPv4 only.
+    _v6: KVec<UdpSocket>,
+}
+
+/// The group of sockets for port 4791 in `ns`, one per possible CPU (so
+/// that a CPU coming online later finds its own).
+fn open_group<D: super::driver::Driver>(ns: NetNs, ipv6: bool) -> Result<KVec<UdpSocket>> {
+    // SAFETY: a variable the kernel sets at boot.
+    let cpus = unsafe { b::nr_cpu_ids };
+    let mut group = KVec::with_capacity(cpus as usize, GFP_KERNEL)?;
+    for cpu in 0..cpus {
+        group.push(UdpSocket::open::<D>(ns, ipv6, cpu)?, GFP_KERNEL)?;
+    }
+    Ok(group)
 }
 
 kernel::sync::global_lock! {
@@ -147,8 +312,8 @@ impl PortSockets {
             e.users += 1;
             return Ok(PortSockets { ns });
         }
-        let v4 = UdpSocket::open::<D>(ns, false)?;
-        let v6 = UdpSocket::open::<D>(ns, true).ok();
+        let v4 = open_group::<D>(ns, false)?;
+        let v6 = open_group::<D>(ns, true).unwrap_or_default();
         list.push(
             NsEntry {
                 ns,
@@ -171,7 +336,7 @@ impl Drop for PortSockets {
                 e.users == 0
             });
             if last == Some(true) {
-                // Dropping the entry closes both sockets.
+                // Dropping the entry closes every socket.
                 drop(list.remove(i));
             }
         }

@@ -12,7 +12,10 @@
 ab_setup() { # ko
     rdma_reset
     if [ -n "$1" ]; then
-        # modprobe brings in ib_core and the rest; the module itself is swapped.
+        # modprobe brings in ib_core and the rest; the module itself is
+        # swapped. (An older build may need the UDP tunnel helpers, which
+        # this one no longer does.)
+        modprobe -a udp_tunnel ip6_udp_tunnel 2>/dev/null
         modprobe oxe && rmmod oxe && insmod "$1" || { echo "cannot load $1"; return 1; }
     fi
     pair_links oxe0 oxe1
