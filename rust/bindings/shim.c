@@ -501,7 +501,9 @@ int oxe_shim_skb_gso_segments(struct sk_buff *skb)
 	if (!skb_is_gso(skb))
 		return 0;
 	size = skb_shinfo(skb)->gso_size;
-	if (!(skb_shinfo(skb)->gso_type & SKB_GSO_UDP_L4) || size < OXE_MIN_SEGMENT)
+	/* UDP segmentation alone (DODGY: from a local sender that is not the stack). */
+	if ((skb_shinfo(skb)->gso_type & ~SKB_GSO_DODGY) != SKB_GSO_UDP_L4 ||
+	    size < OXE_MIN_SEGMENT)
 		return -EINVAL;
 	segs = DIV_ROUND_UP(skb->len, size);
 	if (segs > OXE_MAX_SEGMENTS)
@@ -578,6 +580,10 @@ int oxe_shim_udp_rx_open(struct net *net, bool ipv6, int cpu, struct socket **so
 	 */
 	sock->sk->sk_reuseport = 1;
 	WRITE_ONCE(sock->sk->sk_incoming_cpu, cpu);
+#ifdef CONFIG_NET_RX_BUSY_POLL
+	/* Never busy-poll from the receive softirq (net.core.busy_read). */
+	WRITE_ONCE(sock->sk->sk_ll_usec, 0);
+#endif
 	if (ipv6)
 		err = kernel_bind(sock, (struct sockaddr_unsized *)&a6, sizeof(a6));
 	else
@@ -593,7 +599,18 @@ out:
 
 bool oxe_shim_skb_to_host(struct sk_buff *skb)
 {
-	return skb->pkt_type == PACKET_HOST;
+	/*
+	 * By the IP destination, as UDP decides whom to give a packet, not
+	 * by the frame's (an IP multicast in a unicast frame still goes to
+	 * every socket; a unicast one in a broadcast frame to one). A
+	 * subnet-directed broadcast is not told apart here: see SECURITY.md.
+	 */
+	if (skb->protocol == htons(ETH_P_IP)) {
+		__be32 daddr = ip_hdr(skb)->daddr;
+
+		return !ipv4_is_multicast(daddr) && !ipv4_is_lbcast(daddr);
+	}
+	return !ipv6_addr_is_multicast(&ipv6_hdr(skb)->daddr);
 }
 
 void oxe_shim_udp_rx_attach(struct sock *sk, void (*ready)(struct sock *sk), void *state)
@@ -635,38 +652,42 @@ void *oxe_shim_udp_rx_state(struct sock *sk)
 	return state;
 }
 
-struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk)
+struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk, bool *dropped)
 {
 	struct sk_buff *skb;
-	int off, err;
+	int off = 0, err;
 
-	for (;;) {
-		off = 0;
-		skb = __skb_recv_udp(sk, MSG_DONTWAIT, &off, &err);
-		if (!skb)
-			return NULL;
-		/*
-		 * What UDP checks before it hands a packet to a tunnel, left to
-		 * the reader for a queued one: a packet of this host (CHECKSUM_
-		 * PARTIAL, a GSO one among them) or with no checksum passes.
-		 */
-		if (udp_lib_checksum_complete(skb)) {
-			__UDP_INC_STATS(sock_net(sk), UDP_MIB_CSUMERRORS);
-			kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
-			continue;
-		}
-		/*
-		 * UDP kept its accounting in skb->dev while the packet was
-		 * queued; the device it came in on is still known by index. (The
-		 * caller runs with softirqs off, an RCU reader.)
-		 */
-		skb->dev = dev_get_by_index_rcu(sock_net(sk), skb->skb_iif);
-		if (!skb->dev) {
-			kfree_skb_reason(skb, SKB_DROP_REASON_DEV_READY);
-			continue;
-		}
-		return skb;
+	*dropped = false;
+	skb = __skb_recv_udp(sk, MSG_DONTWAIT, &off, &err);
+	if (!skb)
+		return NULL;
+	/*
+	 * What UDP checks before it hands a packet to a tunnel, left to the
+	 * reader for a queued one (as udp_read_skb does): a packet of this
+	 * host (CHECKSUM_PARTIAL, a GSO one among them) or with no checksum
+	 * passes.
+	 */
+	if (udp_lib_checksum_complete(skb)) {
+		__UDPX_INC_STATS(sk, UDP_MIB_CSUMERRORS);
+		__UDPX_INC_STATS(sk, UDP_MIB_INERRORS);
+		udp_drops_inc(sk);
+		kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
+		*dropped = true;
+		return NULL;
 	}
+	/*
+	 * UDP kept its accounting in skb->dev while the packet was queued;
+	 * the device it came in on is still known by index. (The caller runs
+	 * with softirqs off, an RCU reader.)
+	 */
+	skb->dev = dev_get_by_index_rcu(sock_net(sk), skb->skb_iif);
+	if (!skb->dev) {
+		kfree_skb_reason(skb, SKB_DROP_REASON_DEV_READY);
+		*dropped = true;
+		return NULL;
+	}
+	__UDPX_INC_STATS(sk, UDP_MIB_INDATAGRAMS);
+	return skb;
 }
 
 bool oxe_shim_udp_rx_pending(struct sock *sk)

@@ -144,15 +144,20 @@ struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index);
  */
 int oxe_shim_udp_rx_open(struct net *net, bool ipv6, int cpu, struct socket **sockp);
 /*
- * Whether a packet was addressed to this host alone: UDP gives every
- * socket of a group its own copy of a multicast or broadcast one.
+ * Whether a packet's IP destination is one host (not multicast, not the
+ * limited broadcast): UDP gives every socket of a group its own copy of
+ * the others.
  */
 bool oxe_shim_skb_to_host(struct sk_buff *skb);
 void oxe_shim_udp_rx_attach(struct sock *sk, void (*ready)(struct sock *sk), void *state);
 void oxe_shim_udp_rx_detach(struct sock *sk);
 void *oxe_shim_udp_rx_state(struct sock *sk);
-/* The next packet queued, its checksum checked and its device set; or NULL. Softirqs off. */
-struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk);
+/*
+ * The next packet queued, its checksum checked and its device set; or NULL,
+ * with *@dropped set if it took one and dropped it (a bad checksum, a
+ * device gone). Softirqs off.
+ */
+struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk, bool *dropped);
 /* Whether packets are queued (after a full barrier). */
 bool oxe_shim_udp_rx_pending(struct sock *sk);
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);

@@ -133,14 +133,18 @@ impl SockRx {
             // empty, cost more than the look.)
             // SAFETY: a live socket (type invariant).
             while taken < SOCKET_BUDGET && unsafe { b::oxe_shim_udp_rx_pending(sk) } {
+                let mut dropped = false;
                 // SAFETY: a live socket (type invariant), softirqs off.
-                let skb = unsafe { b::oxe_shim_udp_rx_next(sk) };
-                // SAFETY: the queue hands over an skb of ours, headers set.
-                let Some(pkt) = (unsafe { RxPacket::arrived(skb) }) else {
-                    break;
-                };
-                self.take(pkt);
+                let skb = unsafe { b::oxe_shim_udp_rx_next(sk, &mut dropped) };
+                // A packet dropped for its checksum counts against the
+                // budget too: a flood of them must not hold the CPU.
                 taken += 1;
+                // SAFETY: the queue hands over an skb of ours, headers set.
+                match unsafe { RxPacket::arrived(skb) } {
+                    Some(pkt) => self.take(pkt),
+                    None if dropped => {}
+                    None => break,
+                }
             }
             self.draining.store(false, Ordering::SeqCst);
             if taken == SOCKET_BUDGET {
@@ -225,7 +229,13 @@ impl UdpSocket {
             .map_err(Error::from)
         });
         let rx = match rx.and_then(|rx| work::start_work(&rx.as_ref()).map(|()| rx)) {
-            Ok(rx) => rx,
+            Ok(rx) => {
+                // A drain out of budget continues on the socket's own CPU.
+                if let Some(w) = rx.drain_work.as_ref() {
+                    w.home_on(cpu_c);
+                }
+                rx
+            }
             Err(e) => {
                 // SAFETY: created above, nothing attached, released once.
                 unsafe { b::udp_tunnel_sock_release((*sock.as_ptr()).sk) };
@@ -242,6 +252,12 @@ impl UdpSocket {
                 Some(data_ready),
                 state.cast_mut().cast(),
             );
+        }
+        // Packets queued between the bind and the attachment found the
+        // kernel's callback, which takes nothing: taken now.
+        {
+            let _bh = BhOff::new();
+            rx.drain();
         }
         // INVARIANT: created and attached just above.
         Ok(UdpSocket { sock, rx })

@@ -392,6 +392,11 @@ impl Work {
         unsafe { b::queue_delayed_work_on(cpu, wq(&PER_CPU), self.dw(), delay as usize) };
     }
 
+    /// Makes `cpu` the one the work runs on.
+    pub(crate) fn home_on(&self, cpu: i32) {
+        self.0.cpu.store(cpu, Ordering::Relaxed);
+    }
+
     /// Makes the calling CPU the one the work runs on (at first, the CPU
     /// that created it). Everything a QP sends from process context then
     /// leaves from one CPU: packets sent from two CPUs land on two receive
