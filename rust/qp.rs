@@ -620,7 +620,7 @@ impl Qp {
     /// The work item: flush in the error state, otherwise run timers and
     /// the requester, [`crate::req::CHUNK`] packets per hold of the lock, each
     /// chunk sent before the next is built, up to [`crate::req::BUDGET`] a run.
-    fn run_work(&self) {
+    pub(crate) fn run_work(&self) {
         let Ok(drv) = self.drv() else { return };
         let mut left = crate::req::BUDGET;
         loop {

@@ -309,15 +309,16 @@ impl Qp {
             // 256 MiB READ, the QP's work item, queued for the deadline, at
             // times never ran again (its last run armed the timer; nothing
             // for 30 s after): the timeout the busy backlog put off was then
-            // never taken. (The cause is not found: see the README.) The
-            // work item, kicked, sends what the timer decided.
+            // never taken, nor was a kick to send what it decided. (The
+            // cause is not found: see the README.) So the drain, process
+            // context as the work item is, does the work item's job then:
+            // timers, resends, the next deadline.
             if q.req
                 .deadline
                 .is_some_and(|t| crate::ib::work::jiffies() >= t)
             {
-                self.timers(drv, &mut q);
                 drop(q);
-                self.kick();
+                self.run_work();
                 q = self.lock();
             }
             if !self.continue_read(drv, &mut q) {
