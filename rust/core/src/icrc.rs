@@ -113,45 +113,35 @@ fn step(crc: u32, byte: u8) -> u32 {
     (crc >> 8) ^ lookup(0, crc ^ u32::from(byte))
 }
 
+/// The register contribution of eight bytes (a little-endian word) followed
+/// by `zeros` zero bytes: tables `zeros + 7` down to `zeros`, one per byte.
+#[inline(always)]
+fn fold8(word: u64, zeros: usize) -> u32 {
+    let lo = word as u32;
+    let hi = (word >> 32) as u32;
+    // Callers pass 0 or 8: the sums are small constants once inlined.
+    let t = |k: usize| zeros.wrapping_add(k);
+    lookup(t(7), lo)
+        ^ lookup(t(6), lo >> 8)
+        ^ lookup(t(5), lo >> 16)
+        ^ lookup(t(4), lo >> 24)
+        ^ lookup(t(3), hi)
+        ^ lookup(t(2), hi >> 8)
+        ^ lookup(t(1), hi >> 16)
+        ^ lookup(zeros, hi >> 24)
+}
+
 /// Feeds sixteen bytes (two little-endian words, as loaded) into a running
 /// register.
 #[inline(always)]
 fn step16(crc: u32, first: u64, second: u64) -> u32 {
-    let a = crc ^ (first as u32);
-    let b = (first >> 32) as u32;
-    let c = second as u32;
-    let d = (second >> 32) as u32;
-    lookup(15, a)
-        ^ lookup(14, a >> 8)
-        ^ lookup(13, a >> 16)
-        ^ lookup(12, a >> 24)
-        ^ lookup(11, b)
-        ^ lookup(10, b >> 8)
-        ^ lookup(9, b >> 16)
-        ^ lookup(8, b >> 24)
-        ^ lookup(7, c)
-        ^ lookup(6, c >> 8)
-        ^ lookup(5, c >> 16)
-        ^ lookup(4, c >> 24)
-        ^ lookup(3, d)
-        ^ lookup(2, d >> 8)
-        ^ lookup(1, d >> 16)
-        ^ lookup(0, d >> 24)
+    fold8(first ^ u64::from(crc), 8) ^ fold8(second, 0)
 }
 
 /// Feeds eight bytes (little-endian, as loaded) into a running register.
 #[inline(always)]
 fn step8(crc: u32, word: u64) -> u32 {
-    let lo = crc ^ (word as u32);
-    let hi = (word >> 32) as u32;
-    lookup(7, lo)
-        ^ lookup(6, lo >> 8)
-        ^ lookup(5, lo >> 16)
-        ^ lookup(4, lo >> 24)
-        ^ lookup(3, hi)
-        ^ lookup(2, hi >> 8)
-        ^ lookup(1, hi >> 16)
-        ^ lookup(0, hi >> 24)
+    fold8(word ^ u64::from(crc), 0)
 }
 
 /// Feeds `bytes` into a running CRC register and returns the new register.
