@@ -450,14 +450,19 @@ struct oxe_rx_cb {
 	u16 index;
 };
 
-void oxe_shim_skb_arrived(struct sk_buff *skb)
+static void oxe_rx_cb_init(struct sk_buff *skb, bool segment, u16 index)
 {
 	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
 
 	BUILD_BUG_ON(sizeof(struct oxe_rx_cb) > sizeof(skb->cb));
 	cb->checked = false;
-	cb->segment = false;
-	cb->index = 0;
+	cb->segment = segment;
+	cb->index = index;
+}
+
+void oxe_shim_skb_arrived(struct sk_buff *skb)
+{
+	oxe_rx_cb_init(skb, false, 0);
 }
 
 int oxe_shim_skb_frame(struct sk_buff *skb, struct oxe_frame *f)
@@ -518,7 +523,6 @@ struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index)
 {
 	unsigned int size = skb_shinfo(skb)->gso_size, off = index * size;
 	struct sk_buff *seg;
-	struct oxe_rx_cb *cb;
 
 	if (off >= skb->len)
 		return NULL;
@@ -528,10 +532,7 @@ struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index)
 	/* The clone's own view of the shared, linear data: the segment alone. */
 	__skb_pull(seg, off);
 	skb_trim(seg, min(size, seg->len));
-	cb = (struct oxe_rx_cb *)seg->cb;
-	cb->checked = false;
-	cb->segment = true;
-	cb->index = index;
+	oxe_rx_cb_init(seg, true, index);
 	return seg;
 }
 
@@ -692,8 +693,6 @@ struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk, bool *dropped)
 
 bool oxe_shim_udp_rx_pending(struct sock *sk)
 {
-	/* Ordered after the caller's release of its drain (a full barrier). */
-	smp_mb();
 	return !skb_queue_empty_lockless(&sk->sk_receive_queue) ||
 	       !skb_queue_empty_lockless(&udp_sk(sk)->reader_queue);
 }

@@ -133,12 +133,6 @@ int oxe_shim_skb_gso_segments(struct sk_buff *skb);
 /* Segment @index of such a packet: a clone viewing its bytes, or NULL. */
 struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index);
 /*
- * A RoCE socket's receive: UDP queues packets (a GSO one whole) and calls
- * @ready, which takes them with oxe_shim_udp_rx_next and finds @state with
- * oxe_shim_udp_rx_state. Detach, before the socket is released, returns
- * once no @ready call can still see @state.
- */
-/*
  * Opens and binds port 4791 in @net (IPv4, or IPv6 only) as the socket of
  * @cpu in a group of one per CPU (shim.c says how packets find it).
  */
@@ -149,6 +143,12 @@ int oxe_shim_udp_rx_open(struct net *net, bool ipv6, int cpu, struct socket **so
  * the others.
  */
 bool oxe_shim_skb_to_host(struct sk_buff *skb);
+/*
+ * A RoCE socket's receive: UDP queues packets (a GSO one whole) and calls
+ * @ready, which takes them with oxe_shim_udp_rx_next and finds @state with
+ * oxe_shim_udp_rx_state. Detach, before the socket is released, returns
+ * once no @ready call can still see @state.
+ */
 void oxe_shim_udp_rx_attach(struct sock *sk, void (*ready)(struct sock *sk), void *state);
 void oxe_shim_udp_rx_detach(struct sock *sk);
 void *oxe_shim_udp_rx_state(struct sock *sk);
@@ -158,7 +158,7 @@ void *oxe_shim_udp_rx_state(struct sock *sk);
  * device gone). Softirqs off.
  */
 struct sk_buff *oxe_shim_udp_rx_next(struct sock *sk, bool *dropped);
-/* Whether packets are queued (after a full barrier). */
+/* Whether packets are queued (a lockless look: the caller orders it). */
 bool oxe_shim_udp_rx_pending(struct sock *sk);
 struct net_device *oxe_shim_skb_dev(struct sk_buff *skb);
 /*

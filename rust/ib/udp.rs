@@ -147,6 +147,10 @@ impl SockRx {
                 }
             }
             self.draining.store(false, Ordering::SeqCst);
+            // The look below must not pass the release above (a full
+            // barrier, as the producer's swap is): only the look after the
+            // release needs one, not each look in the loop.
+            core::sync::atomic::fence(Ordering::SeqCst);
             if taken == SOCKET_BUDGET {
                 if let Some(w) = self.drain_work.as_ref() {
                     w.queue();
