@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 34] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 35] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -43,6 +43,7 @@ pub(crate) const NAMES: [&core::ffi::CStr; 34] = [
     c"mkey_access",
     c"rx_lock_busy",
     c"timeout_put_off",
+    c"rx_batch_backlogged",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -116,6 +117,10 @@ pub(crate) struct Counters {
     /// Retransmit timeouts put off because packets waited in the QP's own
     /// backlog: the peer had answered, this host had not got to it.
     pub(crate) timeout_put_off: AtomicU64,
+    /// GSO packets (batches of packets sent on this host) queued whole in
+    /// a QP's backlog, whose drain reads their packets in place; a batch
+    /// taken apart on arrival counts nothing here.
+    pub(crate) rx_batch_backlogged: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -212,6 +217,7 @@ impl Counters {
             &self.mkey_access,
             &self.rx_lock_busy,
             &self.timeout_put_off,
+            &self.rx_batch_backlogged,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

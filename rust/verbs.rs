@@ -80,6 +80,10 @@ impl Driver for OxeDevice {
         OxeDevice::receive(self, pkt)
     }
 
+    fn receive_batch(&self, pkt: RxPacket, segments: u32) {
+        OxeDevice::receive_batch(self, pkt, segments)
+    }
+
     fn loopback(&self, pkt: RxPacket) {
         OxeDevice::loopback(self, pkt)
     }

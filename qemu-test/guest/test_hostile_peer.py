@@ -480,10 +480,10 @@ class HostilePeer(unittest.TestCase):
     # oxe's socket takes it whole and each packet apart, with the headers
     # segmentation would have given it.
 
-    def send_batch(self, qp, n, **kw):
-        """SENDs of 64 bytes ('A', 'B', ...) at PSNs from RQ_PSN, in one
-        GSO datagram whose first IPv4 identification is 0x1234."""
-        packets = [rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN + i, payload=bytes([0x41 + i]) * 64,
+    def send_batch(self, qp, n, length=64, **kw):
+        """SENDs of `length` bytes ('A', 'B', ...) at PSNs from RQ_PSN, in
+        one GSO datagram whose first IPv4 identification is 0x1234."""
+        packets = [rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN + i, payload=bytes([0x41 + i]) * length,
                            ack_req=i == n - 1) for i in range(n)]
         self.peer.inject_batch(OXE_IP, packets, ident=0x1234, **kw)
 
@@ -525,6 +525,63 @@ class HostilePeer(unittest.TestCase):
                                          ack_req=True))
         self.received(1)
         self.assertEqual(self.buf.read(64, 0), b'C' * 64)
+
+    def test_gso_batch_of_large_packets_is_queued_whole(self):
+        """Three SENDs of 1 KiB in one datagram, large enough to be left to
+        another CPU: the datagram is queued whole in the QP's backlog, and
+        its drain receives each packet in order, checked and counted once."""
+        qp = self.connected_qp()
+        for _ in range(3):
+            self.post_recv(qp)
+        time.sleep(0.1)
+        before, batches = counter('rx_packets'), counter('rx_batch_backlogged')
+        self.send_batch(qp, 3, length=1024)
+        self.received(3, length=1024)
+        self.assertEqual(self.buf.read(1024, 0), b'C' * 1024)
+        time.sleep(0.1)
+        self.assertEqual(counter('rx_packets'), before + 3)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+
+    def test_gso_batch_queued_whole_drops_only_its_bad_packet(self):
+        """The same, the last packet's ICRC wrong: the drain receives the
+        first two and drops that one; sent again alone, it is received."""
+        qp = self.connected_qp()
+        for _ in range(3):
+            self.post_recv(qp)
+        time.sleep(0.1)
+        dropped, batches = counter('rx_dropped'), counter('rx_batch_backlogged')
+        self.send_batch(qp, 3, length=1024, bad_icrc=(2,))
+        self.received(2, length=1024)
+        self.assert_no_completion()
+        self.assertEqual(counter('rx_dropped'), dropped + 1)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN + 2, payload=b'C' * 1024,
+                                         ack_req=True))
+        self.received(1, length=1024)
+        self.assertEqual(self.buf.read(1024, 0), b'C' * 1024)
+
+    def test_gso_batch_for_two_qps_reaches_both(self):
+        """A datagram of 1 KiB SENDs alternating between two QPs is not
+        queued whole for the first one's backlog: each QP receives its own
+        two, in order."""
+        a, b = self.connected_qp(), self.connected_qp()
+        for qp in (a, b):
+            for _ in range(2):
+                self.post_recv(qp)
+        time.sleep(0.1)
+        batches = counter('rx_batch_backlogged')
+        packets = [rf.roce(rf.RC_SEND_ONLY, (a, b)[i % 2].qp_num, RQ_PSN + i // 2,
+                           payload=bytes([0x41 + i]) * 1024, ack_req=True) for i in range(4)]
+        self.peer.inject_batch(OXE_IP, packets, ident=0x1234)
+        got = []
+        for i in range(4):
+            wc = self.poll()
+            self.assertIsNotNone(wc, f'receive {i} did not complete')
+            self.assertEqual((wc.status, wc.byte_len), (ibv_wc_status.IBV_WC_SUCCESS, 1024))
+            got.append(wc.qp_num)
+        self.assertEqual(sorted(got), sorted([a.qp_num, a.qp_num, b.qp_num, b.qp_num]))
+        time.sleep(0.1)
+        self.assertEqual(counter('rx_batch_backlogged'), batches)
 
     def test_gso_batch_of_runt_segments_is_dropped(self):
         """A batch cut every 8 bytes, shorter than a BTH: nothing of it is

@@ -447,6 +447,11 @@ struct oxe_rx_cb {
 	bool checked;
 	/* One segment of a GSO packet taken whole, and which. */
 	bool segment;
+	/*
+	 * A GSO packet queued whole in a QP's backlog: @index is then the
+	 * first segment its drain has not processed yet.
+	 */
+	bool batch;
 	u16 index;
 };
 
@@ -457,7 +462,23 @@ static void oxe_rx_cb_init(struct sk_buff *skb, bool segment, u16 index)
 	BUILD_BUG_ON(sizeof(struct oxe_rx_cb) > sizeof(skb->cb));
 	cb->checked = false;
 	cb->segment = segment;
+	cb->batch = false;
 	cb->index = index;
+}
+
+void oxe_shim_skb_set_batch(struct sk_buff *skb, u16 next)
+{
+	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
+
+	cb->batch = true;
+	cb->index = next;
+}
+
+int oxe_shim_skb_batch_next(struct sk_buff *skb)
+{
+	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
+
+	return cb->batch ? cb->index : -1;
 }
 
 void oxe_shim_skb_arrived(struct sk_buff *skb)
@@ -517,6 +538,41 @@ int oxe_shim_skb_gso_segments(struct sk_buff *skb)
 	if (skb_linearize(skb))
 		return -ENOMEM;
 	return segs;
+}
+
+int oxe_shim_skb_segment_frame(struct sk_buff *skb, unsigned int index, struct oxe_frame *f)
+{
+	unsigned int size = skb_shinfo(skb)->gso_size, off = index * size;
+	u8 *udp_end = skb_transport_header(skb) + sizeof(struct udphdr);
+
+	/* Linear since oxe_shim_skb_gso_segments; UDP left data at its payload. */
+	if (skb_is_nonlinear(skb) || off >= skb->len || skb->data < udp_end)
+		return -EINVAL;
+	f->l3 = skb_network_header(skb);
+	f->l4 = skb_transport_header(skb) - skb_network_header(skb);
+	f->segment = true;
+	f->index = index;
+	f->roce = skb->data + off;
+	f->roce_len = min(size, skb->len - off);
+	return 0;
+}
+
+bool oxe_shim_skb_segments_one_qp(struct sk_buff *skb, unsigned int segs)
+{
+	unsigned int size = skb_shinfo(skb)->gso_size, i;
+	/* The BTH's destination QP: bytes 5 to 7 of each segment. */
+	const unsigned int at = 5;
+
+	if (skb_is_nonlinear(skb) || size < at + 3)
+		return false;
+	for (i = 1; i < segs; i++) {
+		unsigned int off = i * size;
+
+		if (off + at + 3 > skb->len ||
+		    memcmp(skb->data + at, skb->data + off + at, 3))
+			return false;
+	}
+	return true;
 }
 
 struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index)

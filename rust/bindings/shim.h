@@ -133,6 +133,23 @@ int oxe_shim_skb_gso_segments(struct sk_buff *skb);
 /* Segment @index of such a packet: a clone viewing its bytes, or NULL. */
 struct sk_buff *oxe_shim_skb_segment(struct sk_buff *skb, unsigned int index);
 /*
+ * Segment @index of such a packet as oxe reads it, without a clone: for a
+ * QP's backlog drain, which reads the segments of a packet queued whole.
+ */
+int oxe_shim_skb_segment_frame(struct sk_buff *skb, unsigned int index, struct oxe_frame *f);
+/*
+ * Whether the @segs segments of such a packet all name one destination QP
+ * (their BTHs' bytes 5 to 7); false for segments too short to have one.
+ */
+bool oxe_shim_skb_segments_one_qp(struct sk_buff *skb, unsigned int segs);
+/*
+ * Marks such a packet as queued whole in a QP's backlog, @next the first
+ * segment not processed yet; oxe_shim_skb_batch_next says which, or -1
+ * for a packet not so queued.
+ */
+void oxe_shim_skb_set_batch(struct sk_buff *skb, u16 next);
+int oxe_shim_skb_batch_next(struct sk_buff *skb);
+/*
  * Opens and binds port 4791 in @net (IPv4, or IPv6 only) as the socket of
  * @cpu in a group of one per CPU (shim.c says how packets find it).
  */

@@ -267,6 +267,17 @@ pub(super) fn deliver<D: Driver>(pkt: super::pkt::RxPacket) {
     }
 }
 
+/// As [`deliver`], for a GSO packet of `segments` packets taken whole.
+pub(super) fn deliver_batch<D: Driver>(pkt: super::pkt::RxPacket, segments: u32) {
+    // (The skb's device is alive while the skb is being received.)
+    let Some(held) = DevRef::on(pkt.netdev()) else {
+        return;
+    };
+    if let Some(drv) = held.ours::<D>().and_then(|dev| dev.drv().ok()) {
+        drv.receive_batch(pkt, segments);
+    }
+}
+
 /// Queues a packet the sender routed to an address of this host for the
 /// device of ours that owns that address, which, with two such devices in
 /// one network namespace, is not the sender. rdma_rxe hands every such

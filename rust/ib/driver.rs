@@ -67,6 +67,9 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// A packet for this device, from the UDP socket (softirq).
     fn receive(&self, pkt: RxPacket);
+    /// A GSO packet of `segments` packets for this device, taken whole
+    /// from the UDP socket (softirq).
+    fn receive_batch(&self, pkt: RxPacket, segments: u32);
     /// A packet another device of this host sent to this one (any context:
     /// the sender may hold its own locks, so it is only queued here).
     fn loopback(&self, pkt: RxPacket);

@@ -480,7 +480,7 @@ impl RxPacket {
 
     /// How many segments the packet carries, if it is a GSO packet taken
     /// whole (0 if it is not one; an error for one oxe does not take).
-    pub(super) fn segments(&mut self) -> Result<u32> {
+    pub(crate) fn segments(&mut self) -> Result<u32> {
         // SAFETY: an skb we own (type invariant).
         let n = unsafe { b::oxe_shim_skb_gso_segments(self.0.as_ptr()) };
         u32::try_from(n).map_err(|_| Error::from_errno(n))
@@ -489,11 +489,47 @@ impl RxPacket {
     /// Segment `index` of a GSO packet taken whole ([`Self::segments`]),
     /// as a packet of its own (a clone sharing the bytes); `None` without
     /// memory for it.
-    pub(super) fn segment(&self, index: u32) -> Option<RxPacket> {
+    pub(crate) fn segment(&self, index: u32) -> Option<RxPacket> {
         // SAFETY: an skb we own (type invariant), made linear by
         // `segments`; the clone is a new skb, owned by the result, with the
         // headers set as ours are.
         unsafe { Self::from_raw(b::oxe_shim_skb_segment(self.0.as_ptr(), index)) }
+    }
+
+    /// Segment `index` of a GSO packet taken whole, as oxe reads it, read
+    /// in place (no clone): `None` past the last segment.
+    pub(crate) fn segment_frame(&mut self, index: u32) -> Option<Frame<'_>> {
+        let mut f = b::oxe_frame::default();
+        // SAFETY: an skb we own (type invariant); `f` is a valid out pointer.
+        if unsafe { b::oxe_shim_skb_segment_frame(self.0.as_ptr(), index, &mut f) } != 0 {
+            return None;
+        }
+        // SAFETY: the shim checked the runs as for `frame`: within the
+        // linear bytes of our skb, ours to read for as long as `self`.
+        unsafe { self.frame_of(&f) }
+    }
+
+    /// Whether every segment of a GSO packet of `segments` names one
+    /// destination QP.
+    pub(crate) fn segments_one_qp(&self, segments: u32) -> bool {
+        // SAFETY: an skb we own (type invariant).
+        unsafe { b::oxe_shim_skb_segments_one_qp(self.0.as_ptr(), segments) }
+    }
+
+    /// Marks a GSO packet queued whole in a backlog, `next` the first of
+    /// its segments its drain has yet to process.
+    pub(crate) fn set_batch(&mut self, next: u32) {
+        let next = u16::try_from(next).unwrap_or(u16::MAX);
+        // SAFETY: an skb we own (type invariant), whose control buffer is
+        // ours since it was handed over.
+        unsafe { b::oxe_shim_skb_set_batch(self.0.as_ptr(), next) };
+    }
+
+    /// For a GSO packet queued whole ([`Self::set_batch`]), the first
+    /// segment not yet processed.
+    pub(crate) fn batch_next(&self) -> Option<u32> {
+        // SAFETY: an skb we own (type invariant).
+        u32::try_from(unsafe { b::oxe_shim_skb_batch_next(self.0.as_ptr()) }).ok()
     }
 
     /// Whether the packet's ICRC was checked, and the packet counted
@@ -531,11 +567,22 @@ impl RxPacket {
         if unsafe { b::oxe_shim_skb_frame(self.0.as_ptr(), &mut f) } != 0 {
             return None;
         }
-        let hdr_len = f.l4.checked_add(ip::UDP_LEN)?;
         // SAFETY: the shim checked that the UDP header ends at or before
         // `roce`, within the linear bytes of our skb (a segment's headers
         // are those of the packet it was cloned from, whose bytes it
         // shares): both runs are ours to read for as long as `self`.
+        unsafe { self.frame_of(&f) }
+    }
+
+    /// The [`Frame`] the shim described in `f`.
+    ///
+    /// # Safety
+    ///
+    /// `f`'s headers (through the UDP header) and RoCE bytes are readable
+    /// for as long as the borrow of `self` the result lives for.
+    unsafe fn frame_of(&self, f: &b::oxe_frame) -> Option<Frame<'_>> {
+        let hdr_len = f.l4.checked_add(ip::UDP_LEN)?;
+        // SAFETY: the caller's contract.
         let (headers, roce) = unsafe {
             (
                 core::slice::from_raw_parts(f.l3, hdr_len),
@@ -602,6 +649,16 @@ impl SkbList {
     pub(super) unsafe fn push(&self, skb: *mut b::sk_buff) {
         // SAFETY: an initialized list (type invariant); the caller's skb.
         unsafe { b::skb_queue_tail(self.0.get(), skb) };
+    }
+
+    /// Puts `skb` first. Any context.
+    ///
+    /// # Safety
+    ///
+    /// As for [`SkbList::push`].
+    pub(super) unsafe fn push_front(&self, skb: *mut b::sk_buff) {
+        // SAFETY: an initialized list (type invariant); the caller's skb.
+        unsafe { b::skb_queue_head(self.0.get(), skb) };
     }
 
     /// The first skb, now the caller's, or null.

@@ -96,6 +96,7 @@ pub(crate) struct SockRx {
     first: bool,
     draining: AtomicBool,
     deliver: fn(RxPacket),
+    deliver_batch: fn(RxPacket, u32),
     drain_work: SetOnce<Work>,
     /// Pinned for good: the socket and the work item point at it.
     _pin: core::marker::PhantomPinned,
@@ -166,20 +167,15 @@ impl SockRx {
         }
     }
 
-    /// Hands one packet on, or each packet of a GSO batch.
+    /// Hands one packet on, or a GSO batch (which the device takes apart,
+    /// or queues whole for another CPU).
     fn take(&self, mut pkt: RxPacket) {
         if !self.first && !pkt.to_host() {
             return;
         }
         match pkt.segments() {
             Ok(0) => (self.deliver)(pkt),
-            Ok(n) => {
-                for i in 0..n {
-                    if let Some(seg) = pkt.segment(i) {
-                        (self.deliver)(seg);
-                    }
-                }
-            }
+            Ok(n) => (self.deliver_batch)(pkt, n),
             // Not a batch oxe sends, nor one it can take apart: dropped.
             Err(_) => {}
         }
@@ -225,6 +221,7 @@ impl UdpSocket {
                     first: cpu == 0,
                     draining: AtomicBool::new(false),
                     deliver: super::device::deliver::<D>,
+                    deliver_batch: super::device::deliver_batch::<D>,
                     drain_work: SetOnce::new(),
                     _pin: core::marker::PhantomPinned,
                 },

@@ -619,6 +619,15 @@ impl RxQueue {
         self.0.kick();
     }
 
+    /// Puts back, first in line, a packet its drain took and has not
+    /// finished with (a GSO packet queued whole, some of whose segments
+    /// are left): only the drain takes from the queue, so its next run
+    /// finds the packet first.
+    pub(crate) fn push_front(&self, pkt: RxPacket) {
+        // SAFETY: the packet's skb, ours to give.
+        unsafe { self.0.skbs.push_front(pkt.into_raw()) };
+    }
+
     /// Schedules the drain without a packet: it has work of its own left
     /// (a READ being answered in bursts).
     pub(crate) fn kick(&self) {
