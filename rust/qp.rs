@@ -984,14 +984,22 @@ impl Qp {
         // for it, on the CPU the other end of a local transfer needs: in
         // a profile of `ib_read_bw` a tenth of the CPU went to that spin.
         // The holder hands the doorbell to the work item as it releases
-        // the lock instead (`SendOnUnlock`). The flag is set before the
+        // the lock instead (`SendOnUnlock`); the send then waits for the
+        // work item, queued on this CPU, rather than running in this call,
+        // which costs a small message's latency only when the lock is
+        // held, and the lock holder pays a full barrier at every release.
+        // The flag is set before the
         // look at the lock, and the holder reads it after its release
         // (both with full barriers), so one of the two sees the other.
         self.doorbell_pending.store(true, Ordering::SeqCst);
+        // (A failed trylock orders nothing by itself.)
+        core::sync::atomic::fence(Ordering::SeqCst);
         if self.inner.try_lock().is_none() {
             return;
         }
-        self.doorbell_pending.store(false, Ordering::Relaxed);
+        // Taken back with a full barrier: another doorbell's flag, taken
+        // here, is this one's to serve, and what it posted is seen.
+        self.doorbell_pending.swap(false, Ordering::SeqCst);
         self.run_work();
     }
 

@@ -10,7 +10,7 @@
 
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
-use crate::ib::pkt::{Frame, RxPacket, ICRC_LEN};
+use crate::ib::pkt::{Batch, Frame, RxPacket, ICRC_LEN};
 use crate::oxe_core::bth::Bth;
 use crate::oxe_core::opcode::{Operation, Transport};
 use crate::oxe_core::qp_state::QpType;
@@ -158,7 +158,10 @@ impl OxeDevice {
         if let Some(qp) = self.batch_backlog(&mut batch, segments) {
             qp.backlogged.fetch_add(segments, Ordering::AcqRel);
             crate::counters::inc(&self.counters.rx_batch_backlogged);
-            batch.set_batch(0);
+            batch.set_batch(Batch {
+                next: 0,
+                count: segments,
+            });
             if let Some(b) = qp.backlog.as_ref() {
                 b.push(batch);
             }
@@ -378,7 +381,7 @@ impl Qp {
             let Some(mut skb) = backlog.pop() else {
                 return false;
             };
-            let Some(mut next) = skb.batch_next() else {
+            let Some(mut batch) = skb.batch() else {
                 budget -= 1;
                 let checked = skb.checked();
                 if let Some(frame) = skb.frame() {
@@ -391,21 +394,22 @@ impl Qp {
                 continue;
             };
             // A GSO packet queued whole: its segments in order, each
-            // counted against the budget as a packet. One the drain stops
-            // inside (out of budget, or a READ to answer first) goes back
-            // first in line, marked with where to go on.
-            let segments = skb.segments().unwrap_or(0);
-            while next < segments {
+            // counted against the budget as a packet, and out of the
+            // backlog, as it was counted in. One the drain stops inside
+            // (out of budget, or a READ to answer first) goes back first in
+            // line, marked with where to go on.
+            while batch.next < batch.count {
                 if budget == 0 || self.reading.load(Ordering::Acquire) {
-                    skb.set_batch(next);
+                    skb.set_batch(batch);
                     backlog.push_front(skb);
                     return true;
                 }
                 budget -= 1;
-                if let Some(frame) = skb.segment_frame(next) {
-                    self.process_backlogged(drv, &frame, false);
+                match skb.segment_frame(batch.next) {
+                    Some(frame) => self.process_backlogged(drv, &frame, false),
+                    None => crate::counters::inc(&drv.counters.rx_dropped),
                 }
-                next += 1;
+                batch.next += 1;
                 self.backlogged.fetch_sub(1, Ordering::AcqRel);
             }
             if self.reading.load(Ordering::Acquire) {
@@ -418,9 +422,15 @@ impl Qp {
     /// Processes a packet taken from the backlog: its ICRC checked first
     /// unless that was done before it was left there (`checked`).
     fn process_backlogged(&self, drv: &OxeDevice, frame: &Frame<'_>, checked: bool) {
-        let Some(p) = parse(frame).filter(|p| checked || drv.accept(frame, p)) else {
+        // (Only a packet of a batch queued whole is parsed here first:
+        // one that does not parse is dropped and counted, as on arrival.)
+        let Some(p) = parse(frame) else {
+            crate::counters::inc(&drv.counters.rx_dropped);
             return;
         };
+        if !(checked || drv.accept(frame, &p)) {
+            return;
+        }
         // A packet that found an ODP page missing: the faults are taken
         // here, in process context, and it is processed again. If it
         // misses once more, its transport's answer to a missing resource

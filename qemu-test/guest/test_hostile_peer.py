@@ -480,10 +480,10 @@ class HostilePeer(unittest.TestCase):
     # oxe's socket takes it whole and each packet apart, with the headers
     # segmentation would have given it.
 
-    def send_batch(self, qp, n, length=64, **kw):
-        """SENDs of `length` bytes ('A', 'B', ...) at PSNs from RQ_PSN, in
+    def send_batch(self, qp, n, length=64, psn=RQ_PSN, **kw):
+        """SENDs of `length` bytes ('A', 'B', ...) at PSNs from `psn`, in
         one GSO datagram whose first IPv4 identification is 0x1234."""
-        packets = [rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN + i, payload=bytes([0x41 + i]) * length,
+        packets = [rf.roce(rf.RC_SEND_ONLY, qp.qp_num, psn + i, payload=bytes([0x41 + i]) * length,
                            ack_req=i == n - 1) for i in range(n)]
         self.peer.inject_batch(OXE_IP, packets, ident=0x1234, **kw)
 
@@ -540,6 +540,39 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(self.buf.read(1024, 0), b'C' * 1024)
         time.sleep(0.1)
         self.assertEqual(counter('rx_packets'), before + 3)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+        # The backlog is empty again, every packet counted out: a batch of
+        # small packets is then taken apart on arrival, not queued whole
+        # behind a backlog that only looks busy.
+        for _ in range(3):
+            self.post_recv(qp)
+        self.send_batch(qp, 3, psn=RQ_PSN + 3)
+        self.received(3)
+        time.sleep(0.1)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+
+    def test_gso_batch_longer_than_a_drain_turn_lands_in_order(self):
+        """70 WRITEs of 512 bytes in one datagram, more than the backlog's
+        drain takes in one turn (64 packets): the drain stops inside the
+        batch and goes on from there. Every WRITE lands, in order (each
+        slot of the buffer holds the last WRITE to it), the ACK names the
+        last PSN, and no NAK comes."""
+        qp = self.connected_qp()
+        n, slots = 70, 8
+        batches = counter('rx_batch_backlogged')
+        packets = [rf.roce(rf.RC_RDMA_WRITE_ONLY, qp.qp_num, RQ_PSN + i,
+                           rf.reth(self.buf.buf + 512 * (i % slots), self.buf.rkey, 512),
+                           payload=bytes([i]) * 512, ack_req=i == n - 1) for i in range(n)]
+        self.peer.inject_batch(OXE_IP, packets, ident=0x1234)
+        while True:
+            r = self.peer.expect(rf.RC_ACKNOWLEDGE)
+            self.assertIsNotNone(r, 'the last WRITE was not acknowledged')
+            self.assertEqual(r.syndrome >> 5, 0, f'NAK {r.syndrome:#x} at PSN {r.psn:#x}')
+            if r.psn == RQ_PSN + n - 1:
+                break
+        for slot in range(slots):
+            last = max(i for i in range(n) if i % slots == slot)
+            self.assertEqual(self.buf.read(512, 512 * slot), bytes([last]) * 512, f'slot {slot}')
         self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
 
     def test_gso_batch_queued_whole_drops_only_its_bad_packet(self):

@@ -449,10 +449,11 @@ struct oxe_rx_cb {
 	bool segment;
 	/*
 	 * A GSO packet queued whole in a QP's backlog: @index is then the
-	 * first segment its drain has not processed yet.
+	 * first segment its drain has not processed yet, of @count.
 	 */
 	bool batch;
 	u16 index;
+	u16 count;
 };
 
 static void oxe_rx_cb_init(struct sk_buff *skb, bool segment, u16 index)
@@ -464,20 +465,23 @@ static void oxe_rx_cb_init(struct sk_buff *skb, bool segment, u16 index)
 	cb->segment = segment;
 	cb->batch = false;
 	cb->index = index;
+	cb->count = 0;
 }
 
-void oxe_shim_skb_set_batch(struct sk_buff *skb, u16 next)
+void oxe_shim_skb_set_batch(struct sk_buff *skb, u16 next, u16 count)
 {
 	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
 
 	cb->batch = true;
 	cb->index = next;
+	cb->count = count;
 }
 
-int oxe_shim_skb_batch_next(struct sk_buff *skb)
+int oxe_shim_skb_batch_next(struct sk_buff *skb, u16 *count)
 {
 	struct oxe_rx_cb *cb = (struct oxe_rx_cb *)skb->cb;
 
+	*count = cb->count;
 	return cb->batch ? cb->index : -1;
 }
 

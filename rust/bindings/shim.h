@@ -144,11 +144,11 @@ int oxe_shim_skb_segment_frame(struct sk_buff *skb, unsigned int index, struct o
 bool oxe_shim_skb_segments_one_qp(struct sk_buff *skb, unsigned int segs);
 /*
  * Marks such a packet as queued whole in a QP's backlog, @next the first
- * segment not processed yet; oxe_shim_skb_batch_next says which, or -1
- * for a packet not so queued.
+ * of its @count segments not processed yet; oxe_shim_skb_batch_next says
+ * which (and how many in all), or -1 for a packet not so queued.
  */
-void oxe_shim_skb_set_batch(struct sk_buff *skb, u16 next);
-int oxe_shim_skb_batch_next(struct sk_buff *skb);
+void oxe_shim_skb_set_batch(struct sk_buff *skb, u16 next, u16 count);
+int oxe_shim_skb_batch_next(struct sk_buff *skb, u16 *count);
 /*
  * Opens and binds port 4791 in @net (IPv4, or IPv6 only) as the socket of
  * @cpu in a group of one per CPU (shim.c says how packets find it).

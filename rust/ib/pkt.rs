@@ -439,6 +439,15 @@ pub(crate) struct RxPacket(NonNull<b::sk_buff>);
 // SAFETY: an owned skb may move between contexts.
 unsafe impl Send for RxPacket {}
 
+/// A GSO packet queued whole in a QP's backlog: how many packets it
+/// holds (as counted into the backlog when it was queued), and the first
+/// its drain has yet to process.
+#[derive(Clone, Copy)]
+pub(crate) struct Batch {
+    pub(crate) next: u32,
+    pub(crate) count: u32,
+}
+
 impl RxPacket {
     /// # Safety
     ///
@@ -516,20 +525,26 @@ impl RxPacket {
         unsafe { b::oxe_shim_skb_segments_one_qp(self.0.as_ptr(), segments) }
     }
 
-    /// Marks a GSO packet queued whole in a backlog, `next` the first of
-    /// its segments its drain has yet to process.
-    pub(crate) fn set_batch(&mut self, next: u32) {
-        let next = u16::try_from(next).unwrap_or(u16::MAX);
+    /// Marks a GSO packet queued whole in a backlog as `batch`.
+    pub(crate) fn set_batch(&mut self, batch: Batch) {
+        // (At most 128 segments: `segments`.)
+        let next = u16::try_from(batch.next).unwrap_or(u16::MAX);
+        let count = u16::try_from(batch.count).unwrap_or(u16::MAX);
         // SAFETY: an skb we own (type invariant), whose control buffer is
         // ours since it was handed over.
-        unsafe { b::oxe_shim_skb_set_batch(self.0.as_ptr(), next) };
+        unsafe { b::oxe_shim_skb_set_batch(self.0.as_ptr(), next, count) };
     }
 
-    /// For a GSO packet queued whole ([`Self::set_batch`]), the first
-    /// segment not yet processed.
-    pub(crate) fn batch_next(&self) -> Option<u32> {
-        // SAFETY: an skb we own (type invariant).
-        u32::try_from(unsafe { b::oxe_shim_skb_batch_next(self.0.as_ptr()) }).ok()
+    /// For a GSO packet queued whole ([`Self::set_batch`]), where its
+    /// drain is in it.
+    pub(crate) fn batch(&self) -> Option<Batch> {
+        let mut count = 0u16;
+        // SAFETY: an skb we own (type invariant); a valid out pointer.
+        let next = unsafe { b::oxe_shim_skb_batch_next(self.0.as_ptr(), &mut count) };
+        Some(Batch {
+            next: u32::try_from(next).ok()?,
+            count: count.into(),
+        })
     }
 
     /// Whether the packet's ICRC was checked, and the packet counted
