@@ -90,7 +90,12 @@ yardstick)
     run_suite rdma_core_oxe0_noinline suite_rdma_core_no_inline oxe0 veth0 1
     rdma_reset
     load_rxe rxe0 veth0
+    # Not oxe's own ODP tests on rxe: none passes there, and on 2026-11-28
+    # one left its process stuck in the kernel after it failed (rxe's ODP),
+    # where the suite's timeout could not end it, and the run never did.
+    export OXE_SKIP_TESTS=tests.test_oxe_odp
     run_suite rdma_core_rxe0 suite_rdma_core rxe0 veth0 1
+    unset OXE_SKIP_TESTS
     # oxe and rxe with their namespaces swapped (see oxe_data_suites).
     run_suite clients_rxe0_oxe1 suite_clients rxe0 oxe1
     ;;
