@@ -988,9 +988,9 @@ impl Qp {
         // work item, queued on this CPU, rather than running in this call,
         // which costs a small message's latency only when the lock is
         // held, and the lock holder pays a full barrier at every release.
-        // The flag is set before the
-        // look at the lock, and the holder reads it after its release
-        // (both with full barriers), so one of the two sees the other.
+        // The flag is set before the look at the lock, and the holder reads
+        // it after its release (both with full barriers), so one of the two
+        // sees the other.
         self.doorbell_pending.store(true, Ordering::SeqCst);
         // (A failed trylock orders nothing by itself.)
         core::sync::atomic::fence(Ordering::SeqCst);

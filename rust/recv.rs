@@ -91,14 +91,8 @@ impl OxeDevice {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
             };
-            // A QP answering a READ holds everything after it back until
-            // the READ's last response is out; so does anything in its
-            // backlog (a large packet, one waiting for an ODP fault): the
-            // QP sees its packets in order.
-            let held =
-                qp.reading.load(Ordering::Acquire) || qp.backlogged.load(Ordering::Acquire) != 0;
             let response = p.info.operation == Operation::RdmaReadResponse;
-            if qp.defers(&p) || held {
+            if qp.defers(&p) || qp.held() {
                 (qp, response, false)
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
@@ -127,7 +121,7 @@ impl OxeDevice {
                 (qp, response, checked)
             }
         };
-        if deferred.backlogged.load(Ordering::Acquire) >= deferred.backlog_room(response) {
+        if !deferred.backlog_fits(1, response) {
             crate::counters::inc(&self.counters.rx_dropped);
             return;
         }
@@ -187,11 +181,8 @@ impl OxeDevice {
             return None;
         }
         let qp = self.qps.get(p.bth.dest_qpn)?;
-        let queued = qp.backlogged.load(Ordering::Acquire);
-        let held = qp.reading.load(Ordering::Acquire) || queued != 0;
         let response = p.info.operation == Operation::RdmaReadResponse;
-        let fits = queued.saturating_add(segments) <= qp.backlog_room(response);
-        ((qp.defers(&p) || held) && fits).then_some(qp)
+        ((qp.defers(&p) || qp.held()) && qp.backlog_fits(segments, response)).then_some(qp)
     }
 
     /// Checks a packet's ICRC and counts it: received, or dropped.
@@ -265,6 +256,22 @@ impl Qp {
     /// a response, before the drain counts it out of the backlog, and a
     /// backlog holding every response owed (the drain that far behind)
     /// then dropped the next one, which costs the go-back-N above.
+    /// Whether the backlog has room for `n` more packets, READ responses
+    /// (`response`) or any other ([`Qp::backlog_room`]).
+    fn backlog_fits(&self, n: u32, response: bool) -> bool {
+        let queued = self.backlogged.load(Ordering::Acquire);
+        queued.saturating_add(n) <= self.backlog_room(response)
+    }
+
+    /// Whether what the QP receives now waits in its backlog whatever it
+    /// is: a QP answering a READ holds everything after it back until the
+    /// READ's last response is out; so does anything in its backlog (a
+    /// large packet, one waiting for an ODP fault). The QP sees its
+    /// packets in order.
+    fn held(&self) -> bool {
+        self.reading.load(Ordering::Acquire) || self.backlogged.load(Ordering::Acquire) != 0
+    }
+
     fn backlog_room(&self, response: bool) -> u32 {
         if !response {
             return BACKLOG_MAX;

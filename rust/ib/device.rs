@@ -256,25 +256,19 @@ fn dispatch_port_event<D: Driver>(dev: IbDev<D>, event: b::ib_event_type) {
 }
 
 /// Hands a received packet to the device on its netdev, if it is ours,
-/// which processes it right away (softirq).
-pub(super) fn deliver<D: Driver>(pkt: super::pkt::RxPacket) {
+/// which processes it right away (softirq): one packet (`segments` 0), or a
+/// GSO packet of `segments` packets taken whole.
+pub(super) fn deliver<D: Driver>(pkt: super::pkt::RxPacket, segments: u32) {
     // (The skb's device is alive while the skb is being received.)
     let Some(held) = DevRef::on(pkt.netdev()) else {
         return;
     };
     if let Some(drv) = held.ours::<D>().and_then(|dev| dev.drv().ok()) {
-        drv.receive(pkt);
-    }
-}
-
-/// As [`deliver`], for a GSO packet of `segments` packets taken whole.
-pub(super) fn deliver_batch<D: Driver>(pkt: super::pkt::RxPacket, segments: u32) {
-    // (The skb's device is alive while the skb is being received.)
-    let Some(held) = DevRef::on(pkt.netdev()) else {
-        return;
-    };
-    if let Some(drv) = held.ours::<D>().and_then(|dev| dev.drv().ok()) {
-        drv.receive_batch(pkt, segments);
+        if segments == 0 {
+            drv.receive(pkt);
+        } else {
+            drv.receive_batch(pkt, segments);
+        }
     }
 }
 

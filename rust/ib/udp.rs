@@ -95,8 +95,8 @@ pub(crate) struct SockRx {
     /// of the group is given (multicast, broadcast); the others drop them.
     first: bool,
     draining: AtomicBool,
-    deliver: fn(RxPacket),
-    deliver_batch: fn(RxPacket, u32),
+    /// The device's receive: a packet, or a GSO batch of that many.
+    deliver: fn(RxPacket, u32),
     drain_work: SetOnce<Work>,
     /// Pinned for good: the socket and the work item point at it.
     _pin: core::marker::PhantomPinned,
@@ -173,11 +173,9 @@ impl SockRx {
         if !self.first && !pkt.to_host() {
             return;
         }
-        match pkt.segments() {
-            Ok(0) => (self.deliver)(pkt),
-            Ok(n) => (self.deliver_batch)(pkt, n),
-            // Not a batch oxe sends, nor one it can take apart: dropped.
-            Err(_) => {}
+        // (A batch oxe does not take apart is dropped: `segments` says.)
+        if let Ok(n) = pkt.segments() {
+            (self.deliver)(pkt, n);
         }
     }
 }
@@ -221,7 +219,6 @@ impl UdpSocket {
                     first: cpu == 0,
                     draining: AtomicBool::new(false),
                     deliver: super::device::deliver::<D>,
-                    deliver_batch: super::device::deliver_batch::<D>,
                     drain_work: SetOnce::new(),
                     _pin: core::marker::PhantomPinned,
                 },
