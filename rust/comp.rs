@@ -97,6 +97,7 @@ impl Qp {
             k += 1;
             k > n
         });
+        q.req.sent_through = q.req.sent_through.saturating_sub(n);
         if q.req.pending.iter().all(|p| p.done || p.sent == 0) {
             q.req.deadline = None;
         }
@@ -160,6 +161,7 @@ impl Qp {
         // sign that the resend was lost (the responder NAKs a PSN once),
         // and the QP may have no retransmit timer to fall back on.
         q.req.rewound_to = (why == GoBack::Timeout).then_some(psn);
+        q.req.sent_through = 0;
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;

@@ -78,6 +78,14 @@ pub(crate) struct Req {
     pub(crate) fetch: u32,
     /// Fetched and not yet completed, oldest first.
     pub(crate) pending: KVec<Pending>,
+    /// Every request of `pending` before this index is done or sent in
+    /// full: where the requester and `Qp::sendable` start looking for the
+    /// next packet to send. Requests go out in order, so those form a
+    /// prefix; only a go-back (`Qp::rewind`) sends some again, and it
+    /// starts the search over. Without it every READ response that came
+    /// in walked all 128 outstanding reads to find that none was left to
+    /// send.
+    pub(crate) sent_through: usize,
     pub(crate) next_psn: Psn,
     /// The last PSN the responder acknowledged (explicitly or by a later
     /// response): the left edge of the packet window (`Qp::window_open`).
@@ -735,6 +743,7 @@ impl Qp {
     /// Completes everything outstanding with WR_FLUSH_ERR (IBTA 10.3.1:
     /// the error state flushes both queues; an SRQ is not flushed).
     pub(crate) fn flush(&self, q: &mut QpInner) {
+        q.req.sent_through = 0;
         for p in core::mem::take(&mut q.req.pending).into_iter() {
             let status = if p.done && p.status != wc_status::SUCCESS {
                 p.status

@@ -384,7 +384,7 @@ impl Qp {
             return 0;
         }
         let mut left = budget;
-        let mut i = 0;
+        let mut i = q.req.sent_through.min(q.req.pending.len());
         while left > 0 && q.state == QpState::Rts && q.req.rnr_until.is_none() && !q.req.faulted {
             if i == q.req.pending.len() && !self.fetch(drv, q) {
                 break;
@@ -396,6 +396,9 @@ impl Qp {
                 p.npsn
             };
             if p.done || p.sent >= total {
+                if q.req.sent_through == i {
+                    q.req.sent_through = i + 1;
+                }
                 i += 1;
                 continue;
             }
@@ -730,7 +733,7 @@ impl Qp {
         if q.state != QpState::Rts || q.req.rnr_until.is_some() {
             return false;
         }
-        let next = q.req.pending.iter().find(|p| {
+        let next = q.req.pending.iter().skip(q.req.sent_through).find(|p| {
             let total = if is_read_or_atomic(p.wr.wqe.opcode) {
                 1
             } else {
