@@ -72,7 +72,7 @@ impl OxeDevice {
     /// this one no pass over its payload. Nothing but the QP lookup is
     /// done with a packet before its ICRC is checked.
     pub(crate) fn receive(&self, mut skb: RxPacket) {
-        let (deferred, response, checked) = {
+        let (deferred, response, checked, steer) = {
             let Some(frame) = skb.frame() else {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
@@ -92,8 +92,9 @@ impl OxeDevice {
                 return;
             };
             let response = p.info.operation == Operation::RdmaReadResponse;
+            let steer = p.info.operation != Operation::RdmaReadRequest;
             if qp.defers(&p) || qp.held() {
-                (qp, response, false)
+                (qp, response, false, steer)
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
                 // UC packet whose ODP page was not, goes to the backlog,
@@ -118,7 +119,7 @@ impl OxeDevice {
                         false
                     }
                 };
-                (qp, response, checked)
+                (qp, response, checked, steer)
             }
         };
         if !deferred.backlog_fits(1, response) {
@@ -131,9 +132,17 @@ impl OxeDevice {
         }
         if let Some(b) = deferred.backlog.as_ref() {
             // Steered to another CPU: the receive softirq of a packet from
-            // this host runs on its sender's CPU, which then runs both
-            // ends of a local transfer.
-            b.push(skb);
+            // this host runs on its sender's CPU, which is busy building
+            // the packets, and would run both ends of a local transfer.
+            // A READ request leaves the drain where it runs instead: its
+            // sender is the application, which the scheduler moves, and
+            // the work it asks for is the responder's (see
+            // `RxQueue::push_sticky`).
+            if steer {
+                b.push(skb);
+            } else {
+                b.push_sticky(skb);
+            }
         }
     }
 
