@@ -254,6 +254,23 @@ client_check() { # tool client-side
             return 1
         fi
         ;;
+    ib_read_bw_moving)
+        # READs while the client is moved from CPU to CPU every 10 ms, as
+        # the scheduler moves an application: the responder's drain stays
+        # where it runs while the requests come from one CPU and then the
+        # other (ib/work.rs, RxQueue::push_sticky), and the requester's
+        # follows the responses. Every READ must still complete, in order,
+        # with nothing left waiting: 1000 reads of 16 KiB.
+        SRV=(ib_read_bw -d "$ds" -i 1 -F -n 1000 "${bw_size[@]}" -x "$gs")
+        CLI=(bash -c 'cpus=$(nproc); "$@" & p=$!; c=0
+            trap "kill $p 2>/dev/null; exit 143" TERM
+            while kill -0 $p 2>/dev/null; do
+                taskset -pc $c $p >/dev/null 2>&1; c=$(((c + 1) % cpus)); sleep 0.01
+            done
+            wait $p' mover ib_read_bw -d "$dc" -i 1 -F -n 1000 "${bw_size[@]}" -x "$gc" "$sip")
+        run_perf_pair "$name" "$ss" tcp 18515 || return 1
+        PERF="$(perf_value "$CDIR/$name.client.log" 4) MB/s" || return 1
+        ;;
     ib_write_lat)
         SRV=(ib_write_lat -d "$ds" "${perf_args[@]}" -x "$gs" -s 8)
         CLI=(ib_write_lat -d "$dc" "${perf_args[@]}" -x "$gc" -s 8 "$sip")
@@ -268,7 +285,8 @@ client_check() { # tool client-side
 }
 
 CLIENT_TOOLS=(ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_uc_pingpong rping rping6
-    ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_write_lat ib_write_bw_uc ib_write_bw_gso)
+    ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_write_lat ib_write_bw_uc ib_write_bw_gso
+    ib_read_bw_moving)
 # Checks of what only an oxe client does: not run from another device.
 OXE_CLIENT_TOOLS=" ib_write_bw_gso "
 
