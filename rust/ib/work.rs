@@ -643,6 +643,12 @@ impl RxQueue {
     /// is what the drain must not share a CPU with, and every packet left
     /// where its drain last ran cost `ib_write_bw` a third.
     pub(crate) fn push_sticky(&self, pkt: RxPacket) {
+        // A queue drained in softirq runs on its pusher's CPU, on the BH
+        // queue: nothing to keep.
+        if self.0.on != DrainOn::OtherCpu {
+            self.push(pkt);
+            return;
+        }
         // SAFETY: the packet's skb, ours to give.
         unsafe { self.0.skbs.push(pkt.into_raw()) };
         let last = self.0.last.load(Ordering::Relaxed);
