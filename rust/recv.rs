@@ -265,6 +265,14 @@ impl Qp {
     /// a response, before the drain counts it out of the backlog, and a
     /// backlog holding every response owed (the drain that far behind)
     /// then dropped the next one, which costs the go-back-N above.
+    fn backlog_room(&self, response: bool) -> u32 {
+        if !response {
+            return BACKLOG_MAX;
+        }
+        let due = self.responses_due.load(Ordering::Relaxed);
+        BACKLOG_MAX + due.min(RESPONSE_BACKLOG_MAX)
+    }
+
     /// Whether the backlog has room for `n` more packets, READ responses
     /// (`response`) or any other ([`Qp::backlog_room`]).
     fn backlog_fits(&self, n: u32, response: bool) -> bool {
@@ -279,14 +287,6 @@ impl Qp {
     /// packets in order.
     fn held(&self) -> bool {
         self.reading.load(Ordering::Acquire) || self.backlogged.load(Ordering::Acquire) != 0
-    }
-
-    fn backlog_room(&self, response: bool) -> u32 {
-        if !response {
-            return BACKLOG_MAX;
-        }
-        let due = self.responses_due.load(Ordering::Relaxed);
-        BACKLOG_MAX + due.min(RESPONSE_BACKLOG_MAX)
     }
 
     /// Whether a packet received in softirq is left to the QP's backlog,
