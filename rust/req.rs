@@ -92,6 +92,24 @@ pub(crate) fn is_read_or_atomic(opcode: u32) -> bool {
     )
 }
 
+impl Pending {
+    /// The packets the requester sends for this request: one for a read
+    /// or atomic (its responses are the responder's), else one per PSN.
+    fn request_packets(&self) -> u32 {
+        if is_read_or_atomic(self.wr.wqe.opcode) {
+            1
+        } else {
+            self.npsn
+        }
+    }
+
+    /// Whether nothing of this request is left to send: finished, or all
+    /// its packets out (what `Req::sent_through` counts past).
+    fn sent_in_full(&self) -> bool {
+        self.done || self.sent >= self.request_packets()
+    }
+}
+
 fn packets(len: u32, mtu: u32) -> u32 {
     len.div_ceil(mtu).max(1)
 }
@@ -390,12 +408,7 @@ impl Qp {
                 break;
             }
             let Some(p) = q.req.pending.get(i) else { break };
-            let total = if is_read_or_atomic(p.wr.wqe.opcode) {
-                1
-            } else {
-                p.npsn
-            };
-            if p.done || p.sent >= total {
+            if p.sent_in_full() {
                 if q.req.sent_through == i {
                     q.req.sent_through = i + 1;
                 }
@@ -416,7 +429,7 @@ impl Qp {
             let burst = if first_write {
                 1
             } else {
-                left.min(total - p.sent)
+                left.min(p.request_packets() - p.sent)
             };
             match self.send_next(drv, q, i, burst) {
                 Ok(()) => left -= 1,
@@ -733,14 +746,12 @@ impl Qp {
         if q.state != QpState::Rts || q.req.rnr_until.is_some() {
             return false;
         }
-        let next = q.req.pending.iter().skip(q.req.sent_through).find(|p| {
-            let total = if is_read_or_atomic(p.wr.wqe.opcode) {
-                1
-            } else {
-                p.npsn
-            };
-            !p.done && p.sent < total
-        });
+        let next = q
+            .req
+            .pending
+            .iter()
+            .skip(q.req.sent_through)
+            .find(|p| !p.sent_in_full());
         match next {
             Some(p) => self.windows_open(q, p),
             None => self.sq_has_new(q),
