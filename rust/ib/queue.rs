@@ -233,6 +233,25 @@ impl Ring {
         unsafe { core::ptr::copy_nonoverlapping(self.slot_ptr(idx), out.as_mut_ptr(), n) };
     }
 
+    /// Copies the bytes of slot `idx` from byte `at` into `out`: false, with
+    /// nothing copied, if they run past the slot. Lets a reader take what a
+    /// WQE uses, not the whole slot through a buffer of the largest size.
+    pub(crate) fn read_slot_at(&self, idx: u32, at: usize, out: &mut [u8]) -> bool {
+        if at
+            .checked_add(out.len())
+            .is_none_or(|end| end > self.slot_size as usize)
+        {
+            return false;
+        }
+        // SAFETY: `at + out.len()` is within the slot (checked above), so
+        // within the allocation; concurrent writes from user space only
+        // make the bytes arbitrary, as in `read_slot`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.slot_ptr(idx).add(at), out.as_mut_ptr(), out.len())
+        };
+        true
+    }
+
     /// Copies `data` (up to a slot's size) into slot `idx`.
     pub(crate) fn write_slot(&self, idx: u32, data: &[u8]) {
         let n = data.len().min(self.slot_size as usize);
