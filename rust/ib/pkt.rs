@@ -147,9 +147,6 @@ pub(crate) struct TxPacket {
     segs: u16,
     /// No segment may follow: the last was short, or there is no room.
     closed: bool,
-    /// The first segment's IPv4 identification; segmentation numbers the
-    /// others on from it.
-    id: u16,
     /// What a segment must share with the packet to join it.
     av: Av,
     sport: u16,
@@ -240,7 +237,7 @@ impl TxPacket {
         // INVARIANT: tx_alloc put `total` bytes at `l3` in a linear skb,
         // the last `len` of them after the headers, with `extra` more room.
         // (Dropped on an error below, it frees the skb.)
-        let mut pkt = TxPacket {
+        let pkt = TxPacket {
             skb,
             l3,
             hdr,
@@ -251,7 +248,6 @@ impl TxPacket {
             room,
             segs: 1,
             closed: room < len,
-            id: 0,
             av: *av,
             sport,
             local,
@@ -264,18 +260,16 @@ impl TxPacket {
             .first_chunk_mut::<{ ip::IPV4_LEN }>()
             .filter(|_| !ip.ipv6)
         {
-            // The identification is the kernel's (it reads the addresses
-            // and protocol written above), one for each segment there is
-            // room for; the checksum goes last.
-            // SAFETY: an IPv4 header in our skb, of the netdev's namespace.
-            unsafe {
-                b::__ip_select_ident(
-                    super::udp::NetNs::of(ndev).as_ptr(),
-                    iph.as_mut_ptr().cast(),
-                    i32::try_from(1 + room / len.max(1)).unwrap_or(1),
-                )
-            };
-            pkt.id = ip::ipv4_id(iph).unwrap_or(0);
+            // The identification stays 0 (`write_headers`), and a batch's
+            // segments count up from it as UDP segmentation numbers them
+            // (`seal`).
+            // Every RoCE packet has DF set, which makes it an atomic
+            // datagram, whose identification no one reassembles by (RFC
+            // 6864): the kernel itself writes 0 in a DF datagram sent
+            // without a connected socket (`ip_select_ident_segs`), which is
+            // what rxe's packets carry. Drawing one from the kernel's
+            // hashed generator cost each packet a few hundred ns under
+            // emulation, on the path of every small message.
             ip::set_ipv4_checksum(iph);
         }
         Ok(pkt)
@@ -353,9 +347,12 @@ impl TxPacket {
     /// once split off (its own lengths and IPv4 identification) and its
     /// bytes.
     pub(crate) fn seal(&mut self) -> Result {
+        if self.segs == 1 {
+            return self.seal_alone();
+        }
         let (hdr, ipv6) = (self.hdr, self.ipv6);
         let udp_len = u16::try_from(ip::UDP_LEN + self.cur).map_err(|_| EINVAL)?;
-        let id = self.id.wrapping_add(self.segs - 1);
+        let id = self.segs - 1;
         let mut scratch = [0u8; ip::IPV6_LEN + UDP_BTH_LEN];
         let head = scratch.get_mut(..hdr + BTH_LEN).ok_or(EINVAL)?;
         // SAFETY: the headers, `hdr` bytes from the network header of our
@@ -376,6 +373,25 @@ impl TxPacket {
         Ok(())
     }
 
+    /// `seal` for a packet of one segment, whose headers in the skb are
+    /// already the ones it carries (`new` wrote them for its length, with
+    /// identification 0): the ICRC is taken over them in place, with no
+    /// copy of them rewritten.
+    fn seal_alone(&mut self) -> Result {
+        let total = self.hdr + self.cur;
+        if self.cur < BTH_LEN + ICRC_LEN || self.used != self.cur {
+            return Err(EINVAL);
+        }
+        // SAFETY: `hdr + used` bytes from the network header are ours (type
+        // invariant), and `used` is `cur` (checked above).
+        let bytes = unsafe { core::slice::from_raw_parts_mut(self.l3.as_ptr(), total) };
+        let (body, crc) = bytes.split_at_mut(total - ICRC_LEN);
+        let (head, rest) = body.split_at(self.hdr + BTH_LEN);
+        let v = icrc_over(head, rest).ok_or(EINVAL)?;
+        crc.copy_from_slice(&icrc::to_wire(v));
+        Ok(())
+    }
+
     /// Makes the IP and UDP headers the whole packet's and, with more than
     /// one segment, marks it for segmentation. Once, before it is sent.
     fn finish(&mut self) {
@@ -386,7 +402,7 @@ impl TxPacket {
         // skb (type invariant).
         let headers = unsafe { core::slice::from_raw_parts_mut(self.l3.as_ptr(), self.hdr) };
         let udp_len = u16::try_from(ip::UDP_LEN + self.used).unwrap_or(u16::MAX);
-        let _ = ip::set_segment(headers, self.ipv6, udp_len, self.id);
+        let _ = ip::set_segment(headers, self.ipv6, udp_len, 0);
         if let Some(iph) = headers
             .first_chunk_mut::<{ ip::IPV4_LEN }>()
             .filter(|_| !self.ipv6)

@@ -96,7 +96,7 @@ pub fn write_headers(out: &mut [u8], ip: &IpHeader, sport: u16) -> Option<()> {
         *iph.get_mut(0)? = 0x45; // version 4, 5 words
         *iph.get_mut(1)? = ip.traffic_class;
         iph.get_mut(2..4)?.copy_from_slice(&total.to_be_bytes());
-        iph.get_mut(4..6)?.fill(0); // identification: the kernel's
+        iph.get_mut(4..6)?.fill(0); // identification: 0, DF is set (RFC 6864)
         iph.get_mut(6..8)?.copy_from_slice(&IPV4_DF.to_be_bytes());
         *iph.get_mut(8)? = ip.hop_limit();
         *iph.get_mut(9)? = IPPROTO_UDP;
