@@ -641,10 +641,20 @@ impl Qp {
     /// the requester, [`crate::req::CHUNK`] packets per hold of the lock, each
     /// chunk sent before the next is built, up to [`crate::req::BUDGET`] a run.
     pub(crate) fn run_work(&self) {
+        self.run_work_locked(self.lock());
+    }
+
+    /// [`Qp::run_work`], its first turn on the lock `first`, which the
+    /// caller took.
+    fn run_work_locked(&self, first: QpLock<'_>) {
         let Ok(drv) = self.drv() else { return };
         let mut left = crate::req::BUDGET;
+        let mut held = Some(first);
         loop {
-            let mut q = self.lock();
+            let mut q = match held.take() {
+                Some(q) => q,
+                None => self.lock(),
+            };
             let mut sent = 0;
             match q.state {
                 QpState::Error => self.flush(&mut q),
@@ -1003,13 +1013,16 @@ impl Qp {
         self.doorbell_pending.store(true, Ordering::SeqCst);
         // (A failed trylock orders nothing by itself.)
         core::sync::atomic::fence(Ordering::SeqCst);
-        if self.inner.try_lock().is_none() {
+        // The lock taken here is the one the requester runs under: taking
+        // it twice (a look, then the run) cost each small message's
+        // doorbell a round of the lock.
+        let Some(q) = self.try_lock() else {
             return;
-        }
+        };
         // Taken back with a full barrier: another doorbell's flag, taken
         // here, is this one's to serve, and what it posted is seen.
         self.doorbell_pending.swap(false, Ordering::SeqCst);
-        self.run_work();
+        self.run_work_locked(q);
     }
 
     /// Kernel consumers' post_send: writes `wqe` (and its SGEs or inline
