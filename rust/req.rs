@@ -274,7 +274,7 @@ impl Qp {
             } else {
                 wc_status::REM_INV_REQ_ERR
             };
-        } else if !w.is_inline() {
+        } else if !w.is_inline() && !Self::gather_checks_all(opcode, w.len, mtu) {
             let access = if is_read_or_atomic(opcode) {
                 AccessOp::LocalWrite
             } else {
@@ -322,6 +322,26 @@ impl Qp {
             return false;
         }
         true
+    }
+
+    /// Whether the gather of a request's first packet makes every check
+    /// [`crate::xfer::Local::check`] would make at fetch: a SEND or WRITE
+    /// that fits one packet reads all its SGEs' bytes as it is built, with
+    /// the same rights and the same completion error for a bad lkey, before
+    /// anything is on the wire. Checking up front as well took each small
+    /// message a second key lookup and MR lock. Longer messages are still
+    /// checked whole at fetch (their later SGEs are read only packets
+    /// later), as are READs and atomics (the local side is written when
+    /// the answer comes).
+    fn gather_checks_all(opcode: u32, len: u32, mtu: u32) -> bool {
+        matches!(
+            opcode,
+            wr_op::SEND
+                | wr_op::SEND_WITH_IMM
+                | wr_op::SEND_WITH_INV
+                | wr_op::RDMA_WRITE
+                | wr_op::RDMA_WRITE_WITH_IMM
+        ) && packets(len, mtu) == 1
     }
 
     /// Whether a request not yet finished names `key`'s MR in its SGEs.
