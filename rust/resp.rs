@@ -504,14 +504,22 @@ impl Qp {
             if q.attr.access & QP_REMOTE_WRITE == 0 {
                 return Verdict::Fatal(NakCode::RemoteAccessError);
             }
+            // A WRITE whose one packet carries all of it is checked by its
+            // copy below (`resolve_for_copy`); one with immediate data is
+            // checked first, so that a bad key is refused before the wait
+            // for a receive WQE.
+            let whole = ends && p.imm().is_none() && p.payload.len() as u64 == u64::from(dma_len);
             // IBTA C9-88: a zero-length write checks no key and touches nothing.
             let mr = if dma_len == 0 {
                 None
             } else {
-                match self
-                    .remote(drv)
-                    .resolve(rkey, va, dma_len.into(), AccessOp::RemoteWrite)
-                {
+                let remote = self.remote(drv);
+                let resolved = if whole {
+                    remote.resolve_for_copy(rkey, va, dma_len.into(), AccessOp::RemoteWrite)
+                } else {
+                    remote.resolve(rkey, va, dma_len.into(), AccessOp::RemoteWrite)
+                };
+                match resolved {
                     Ok(mr) => Some(mr),
                     Err(_) => return Verdict::Fatal(NakCode::RemoteAccessError),
                 }

@@ -527,6 +527,29 @@ impl Remote<'_> {
         Ok(t)
     }
 
+    /// As [`Remote::resolve`], for a caller whose next step is a copy over
+    /// exactly `[va, va + len)` for `op` through the result ([`Remote::write`],
+    /// [`Remote::read`]): that copy makes, under the MR's lock, the check
+    /// `resolve` makes first, and refuses with the same [`Denied`] before
+    /// touching memory. So a plain MR's check is left to it: one MR lock per
+    /// single-packet WRITE, not two. A window's rkey, or an indirect key
+    /// (whose copy could have placed some pieces before refusing a later
+    /// one), is checked here all the same.
+    pub(crate) fn resolve_for_copy(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        op: AccessOp,
+    ) -> Result<Target, Denied> {
+        if self.drv.mw_keys.lookup(rkey).is_none() {
+            if let Some(mr) = self.drv.keys.lookup(rkey).filter(|mr| !mr.is_indirect()) {
+                return Ok(Target { mr, window: None });
+            }
+        }
+        self.resolve(rkey, va, len, op)
+    }
+
     /// Resolves `rkey` for an operation on the whole region (a FLUSH of
     /// selectivity MR): PD and rights are checked, no address range. A
     /// window's rkey is refused, as that selectivity names a region; a
