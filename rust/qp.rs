@@ -395,13 +395,20 @@ impl Drop for QpLock<'_> {
     fn drop(&mut self) {
         // Packets still open for more segments belong to this hold: queued
         // before the unlock, they precede anything built after it.
-        if let Some(p) = self.guard.req.open.take() {
+        //
+        // Each slot is looked at before it is emptied: a QP's requester and
+        // its responder run on two CPUs (a local peer's requests arrive in
+        // its sender's softirq), and a `take` of an empty slot still writes
+        // it, which dirtied the other side's state on every release and
+        // made the next packet there wait for the line to come back.
+        let inner = &mut *self.guard;
+        if let Some(p) = take_held(inner.req.open.get_mut()) {
             self.send.qp.req_txq.push(p);
         }
-        if let Some(p) = self.guard.resp.open.take() {
+        if let Some(p) = take_held(inner.resp.open.get_mut()) {
             self.send.qp.txq.push(p);
         }
-        self.send.ack = self.guard.resp.ack_out.take();
+        self.send.ack = take_held(inner.resp.ack_out.get_mut());
         let req = &self.guard.req;
         let due = if req.rd_out > 0 {
             req.last_sent.distance_from(req.acked).max(0) as u32
@@ -414,6 +421,16 @@ impl Drop for QpLock<'_> {
         if self.send.qp.responses_due.load(Ordering::Relaxed) != due {
             self.send.qp.responses_due.store(due, Ordering::Relaxed);
         }
+    }
+}
+
+/// Empties `slot`, writing it only if it holds something (see
+/// `QpLock::drop`).
+fn take_held<T>(slot: &mut Option<T>) -> Option<T> {
+    if slot.is_some() {
+        slot.take()
+    } else {
+        None
     }
 }
 
@@ -997,6 +1014,13 @@ impl Qp {
         if let Some(w) = self.work.as_ref() {
             w.home_here();
         }
+        // The lock taken here is the one the requester runs under: taking
+        // it twice (a look, then the run) cost each small message's
+        // doorbell a round of the lock.
+        if let Some(q) = self.try_lock() {
+            self.run_work_locked(q);
+            return;
+        }
         // With the QP's lock held elsewhere (most often its backlog's
         // drain, working through the responses or acknowledgements of
         // earlier requests, a packet at a time), the process would spin
@@ -1007,15 +1031,14 @@ impl Qp {
         // work item, queued on this CPU, rather than running in this call,
         // which costs a small message's latency only when the lock is
         // held, and the lock holder pays a full barrier at every release.
-        // The flag is set before the look at the lock, and the holder reads
-        // it after its release (both with full barriers), so one of the two
-        // sees the other.
+        // The flag is set before a second look at the lock, and the holder
+        // reads it after its release (both with full barriers), so one of
+        // the two sees the other. (Only a doorbell that found the lock held
+        // writes the flag: the holders on the other CPU read it at every
+        // release, and a write per doorbell took its line from them.)
         self.doorbell_pending.store(true, Ordering::SeqCst);
         // (A failed trylock orders nothing by itself.)
         core::sync::atomic::fence(Ordering::SeqCst);
-        // The lock taken here is the one the requester runs under: taking
-        // it twice (a look, then the run) cost each small message's
-        // doorbell a round of the lock.
         let Some(q) = self.try_lock() else {
             return;
         };

@@ -341,7 +341,13 @@ impl Qp {
             crate::counters::inc(&drv.counters.rx_dropped);
             return false;
         }
-        q.resp.odp_last_try = last_try;
+        // (Written only when it changes, as `odp_retry` is emptied below
+        // only when set: acknowledgements are processed on the requester's
+        // CPU, and a write here would take the responder's state from the
+        // other CPU on every one; see `QpLock::drop`.)
+        if q.resp.odp_last_try != last_try {
+            q.resp.odp_last_try = last_try;
+        }
         // A connected QP talks to one peer: a packet from anyone else, or
         // to another of this host's addresses, is not on its path and is
         // dropped before its PSN or AETH are looked at (IBTA 9.6.1: a
@@ -358,7 +364,7 @@ impl Qp {
         } else {
             self.on_response(drv, &mut q, p);
         }
-        core::mem::take(&mut q.resp.odp_retry)
+        q.resp.odp_retry && core::mem::take(&mut q.resp.odp_retry)
     }
 
     /// Processes backlogged packets (the backlog's drain); returns whether

@@ -402,7 +402,12 @@ impl Work {
     /// leaves from one CPU: packets sent from two CPUs land on two receive
     /// backlogs, and the peer may take them out of order.
     pub(crate) fn home_here(&self) {
-        self.0.cpu.store(this_cpu(), Ordering::Relaxed);
+        // Written only when it moves: called at every doorbell, and read
+        // by whoever queues the work, from either CPU.
+        let cpu = this_cpu();
+        if self.0.cpu.load(Ordering::Relaxed) != cpu {
+            self.0.cpu.store(cpu, Ordering::Relaxed);
+        }
     }
 
     /// Cancels the work and waits for a running call; it may be queued
