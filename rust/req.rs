@@ -674,8 +674,17 @@ impl Qp {
             Err(TxError::Fill(LocalErr::Len)) => return Err(wc_status::LOC_LEN_ERR),
             Err(TxError::Fill(LocalErr::Prot)) => return Err(wc_status::LOC_PROT_ERR),
             // No route yet: treat as loss for RC (the retry timer recovers),
-            // as a dropped datagram for UD.
-            Err(TxError::Net) => {}
+            // as a dropped datagram for UD. The gather did not run, so a
+            // request whose lkeys were left to it (`gather_checks_all`) is
+            // checked here: a datagram with a bad lkey must not complete
+            // as sent.
+            Err(TxError::Net) => {
+                let unchecked =
+                    !p.wr.is_inline() && Self::gather_checks_all(p.wr.wqe.opcode, p.wr.len, mtu);
+                if unchecked && local.check(&p.wr.sges, AccessOp::LocalRead).is_err() {
+                    return Err(wc_status::LOC_PROT_ERR);
+                }
+            }
         }
         // A READ is answered up to its last response's PSN.
         let answered_to = if p.wr.wqe.opcode == wr_op::RDMA_READ {

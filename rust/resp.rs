@@ -507,8 +507,12 @@ impl Qp {
             // A WRITE whose one packet carries all of it is checked by its
             // copy below (`resolve_for_copy`); one with immediate data is
             // checked first, so that a bad key is refused before the wait
-            // for a receive WQE.
-            let whole = ends && p.imm().is_none() && p.payload.len() as u64 == u64::from(dma_len);
+            // for a receive WQE, and so is one whose payload is refused
+            // below, so that a bad key is still the error it reports.
+            let whole = ends
+                && p.imm().is_none()
+                && p.payload.len() as u64 == u64::from(dma_len)
+                && payload_fits(p, q.mtu());
             // IBTA C9-88: a zero-length write checks no key and touches nothing.
             let mr = if dma_len == 0 {
                 None
