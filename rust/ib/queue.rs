@@ -18,7 +18,8 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-/// The largest slot any queue uses; slots are copied to the stack whole.
+/// The largest slot any queue uses. Readers take what a WQE uses from its
+/// slot (`Ring::read_slot_at`), not the slot whole.
 pub(crate) const MAX_SLOT: usize = 1024;
 
 /// Queue memory (vmap'd pages, mappable to user space), freed when the last owner (the queue, or the mmap entry while

@@ -7,7 +7,9 @@
 //! needs it).
 //!
 //! The module writes them into the room the kernel reserved in the skb;
-//! the route, and for IPv4 the identification field, stay the kernel's.
+//! the route stays the kernel's. The IPv4 identification is 0, as the
+//! kernel itself writes in a DF datagram sent without a connected socket
+//! (every RoCE packet has DF set: an atomic datagram, RFC 6864).
 
 /// UDP destination port of RoCE v2 (IBTA A17.4.1).
 pub const ROCE_V2_PORT: u16 = 4791;
@@ -69,7 +71,7 @@ impl IpHeader {
 /// Writes the IP and UDP headers at the start of `out`, whose whole length
 /// is the packet's from the IP header on (`len()` + [`UDP_LEN`] + the UDP
 /// payload). The IPv4 identification and checksum are left zero: the
-/// kernel picks the identification, and [`set_ipv4_checksum`] goes last.
+/// identification stays 0 (see above), and [`set_ipv4_checksum`] goes last.
 /// Returns `None` (writing nothing) if `out` is shorter than the headers or
 /// longer than IP can say.
 pub fn write_headers(out: &mut [u8], ip: &IpHeader, sport: u16) -> Option<()> {
@@ -135,8 +137,8 @@ pub fn set_ipv4_checksum(iph: &mut [u8; IPV4_LEN]) {
 /// Rewrites the IP and UDP headers at the start of `hdr` as UDP
 /// segmentation (`SKB_GSO_UDP_L4`) writes them into one segment of a batch:
 /// the lengths for a UDP datagram of `udp_len` bytes (header included) and,
-/// for IPv4, the identification `id` (the batch's first plus the segment's
-/// index). A segment's ICRC covers exactly these fields (IBTA A17.4.2 masks
+/// for IPv4, the identification `id` (the segment's index: the batch's
+/// first is 0). A segment's ICRC covers exactly these fields (IBTA A17.4.2 masks
 /// only TOS or traffic class, TTL or hop limit, flow label and the
 /// checksums), so it is computed over the header so rewritten. Returns
 /// `None`, writing nothing, if `hdr` is shorter than its IP and UDP headers.
