@@ -274,7 +274,7 @@ impl Qp {
             } else {
                 wc_status::REM_INV_REQ_ERR
             };
-        } else if !w.is_inline() && !Self::gather_checks_all(opcode, w.len, mtu) {
+        } else if !w.is_inline() && !Self::lkeys_left_to_gather(&w, mtu) {
             let access = if is_read_or_atomic(opcode) {
                 AccessOp::LocalWrite
             } else {
@@ -324,24 +324,26 @@ impl Qp {
         true
     }
 
-    /// Whether the gather of a request's first packet makes every check
-    /// [`crate::xfer::Local::check`] would make at fetch: a SEND or WRITE
-    /// that fits one packet reads all its SGEs' bytes as it is built, with
-    /// the same rights and the same completion error for a bad lkey, before
-    /// anything is on the wire. Checking up front as well took each small
-    /// message a second key lookup and MR lock. Longer messages are still
-    /// checked whole at fetch (their later SGEs are read only packets
-    /// later), as are READs and atomics (the local side is written when
-    /// the answer comes).
-    fn gather_checks_all(opcode: u32, len: u32, mtu: u32) -> bool {
-        matches!(
-            opcode,
-            wr_op::SEND
-                | wr_op::SEND_WITH_IMM
-                | wr_op::SEND_WITH_INV
-                | wr_op::RDMA_WRITE
-                | wr_op::RDMA_WRITE_WITH_IMM
-        ) && packets(len, mtu) == 1
+    /// Whether `w`'s lkeys are left to the gather of its first packet, which
+    /// makes every check [`crate::xfer::Local::check`] would make at fetch:
+    /// a SEND or WRITE (not inline) that fits one packet reads all its
+    /// SGEs' bytes as it is built, with the same rights and the same
+    /// completion error for a bad lkey, before anything is on the wire.
+    /// Checking up front as well took each small message a second key
+    /// lookup and MR lock. Longer messages are still checked whole at fetch
+    /// (their later SGEs are read only packets later), as are READs and
+    /// atomics (the local side is written when the answer comes).
+    fn lkeys_left_to_gather(w: &wr::SendWr, mtu: u32) -> bool {
+        !w.is_inline()
+            && matches!(
+                w.wqe.opcode,
+                wr_op::SEND
+                    | wr_op::SEND_WITH_IMM
+                    | wr_op::SEND_WITH_INV
+                    | wr_op::RDMA_WRITE
+                    | wr_op::RDMA_WRITE_WITH_IMM
+            )
+            && packets(w.len, mtu) == 1
     }
 
     /// Whether a request not yet finished names `key`'s MR in its SGEs.
@@ -675,13 +677,13 @@ impl Qp {
             Err(TxError::Fill(LocalErr::Prot)) => return Err(wc_status::LOC_PROT_ERR),
             // No route yet: treat as loss for RC (the retry timer recovers),
             // as a dropped datagram for UD. The gather did not run, so a
-            // request whose lkeys were left to it (`gather_checks_all`) is
-            // checked here: a datagram with a bad lkey must not complete
+            // request whose lkeys were left to it (`lkeys_left_to_gather`)
+            // is checked here: a datagram with a bad lkey must not complete
             // as sent.
             Err(TxError::Net) => {
-                let unchecked =
-                    !p.wr.is_inline() && Self::gather_checks_all(p.wr.wqe.opcode, p.wr.len, mtu);
-                if unchecked && local.check(&p.wr.sges, AccessOp::LocalRead).is_err() {
+                if Self::lkeys_left_to_gather(&p.wr, mtu)
+                    && local.check(&p.wr.sges, AccessOp::LocalRead).is_err()
+                {
                     return Err(wc_status::LOC_PROT_ERR);
                 }
             }

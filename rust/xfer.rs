@@ -509,21 +509,8 @@ impl Remote<'_> {
         len: u64,
         op: AccessOp,
     ) -> Result<Target, Denied> {
-        let t = match self.drv.mw_keys.lookup(rkey) {
-            Some(mw) => {
-                let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
-                Target {
-                    mr,
-                    window: Some(iova.wrapping_sub(va)),
-                }
-            }
-            None => Target {
-                mr: self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?,
-                window: None,
-            },
-        };
-        t.access(self, (va, len, op), How::CHECK, &mut |_, _, _| Ok(()))?
-            .map_err(|_| Denied::Bounds)?;
+        let t = self.target(rkey, va, len, op)?;
+        self.check(&t, va, len, op)?;
         Ok(t)
     }
 
@@ -542,12 +529,35 @@ impl Remote<'_> {
         len: u64,
         op: AccessOp,
     ) -> Result<Target, Denied> {
-        if self.drv.mw_keys.lookup(rkey).is_none() {
-            if let Some(mr) = self.drv.keys.lookup(rkey).filter(|mr| !mr.is_indirect()) {
-                return Ok(Target { mr, window: None });
-            }
+        let t = self.target(rkey, va, len, op)?;
+        if t.window.is_some() || t.mr.is_indirect() {
+            self.check(&t, va, len, op)?;
         }
-        self.resolve(rkey, va, len, op)
+        Ok(t)
+    }
+
+    /// What `rkey` names: a window (its own rights and range checked by
+    /// its resolution) over its MR, or an MR, not yet checked.
+    fn target(&self, rkey: u32, va: u64, len: u64, op: AccessOp) -> Result<Target, Denied> {
+        Ok(match self.drv.mw_keys.lookup(rkey) {
+            Some(mw) => {
+                let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
+                Target {
+                    mr,
+                    window: Some(iova.wrapping_sub(va)),
+                }
+            }
+            None => Target {
+                mr: self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?,
+                window: None,
+            },
+        })
+    }
+
+    /// Checks `op` on `[va, va + len)` through `t`, touching nothing.
+    fn check(&self, t: &Target, va: u64, len: u64, op: AccessOp) -> Result<(), Denied> {
+        t.access(self, (va, len, op), How::CHECK, &mut |_, _, _| Ok(()))?
+            .map_err(|_| Denied::Bounds)
     }
 
     /// Resolves `rkey` for an operation on the whole region (a FLUSH of
