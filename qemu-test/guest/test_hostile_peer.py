@@ -42,6 +42,9 @@ PEER_QPN = 0x123
 SQ_PSN = 1000
 RQ_PSN = 5000
 QUIET = 0.5  # seconds to wait for something that must not happen
+# Packets in one GSO datagram from which oxe counts them a stream and may
+# queue the datagram whole for another CPU (recv.rs, STEER_MIN_BATCH).
+STREAM_BATCH = 16
 
 
 def v4_gid(ip):
@@ -526,10 +529,56 @@ class HostilePeer(unittest.TestCase):
         self.received(1)
         self.assertEqual(self.buf.read(64, 0), b'C' * 64)
 
+    def write_batch(self, qp, n, length=1024, psn=RQ_PSN, **kw):
+        """`n` WRITEs of `length` bytes (the i-th all 0x41 + i) at PSNs from
+        `psn`, each into the buffer's slot i modulo its slots and each
+        asking for an ACK, in one GSO datagram."""
+        slots = 4096 // length
+        packets = [rf.roce(rf.RC_RDMA_WRITE_ONLY, qp.qp_num, psn + i,
+                           rf.reth(self.buf.buf + length * (i % slots), self.buf.rkey, length),
+                           payload=bytes([0x41 + i]) * length, ack_req=True) for i in range(n)]
+        self.peer.inject_batch(OXE_IP, packets, ident=0x1234, **kw)
+
+    def acked_through(self, last):
+        """Takes ACKs until one names PSN `last`; fails on a NAK, or if none
+        comes."""
+        while True:
+            r = self.peer.expect(rf.RC_ACKNOWLEDGE)
+            self.assertIsNotNone(r, f'PSN {last:#x} was not acknowledged')
+            self.assertEqual(r.syndrome >> 5, 0, f'NAK {r.syndrome:#x} at PSN {r.psn:#x}')
+            if r.psn == last:
+                return
+
     def test_gso_batch_of_large_packets_is_queued_whole(self):
-        """Three SENDs of 1 KiB in one datagram, large enough to be left to
-        another CPU: the datagram is queued whole in the QP's backlog, and
-        its drain receives each packet in order, checked and counted once."""
+        """A stream: STREAM_BATCH WRITEs of 1 KiB in one datagram, large
+        enough to be left to another CPU. The datagram is queued whole in
+        the QP's backlog, and its drain receives each packet in order,
+        checked and counted once: every WRITE lands (each slot holds the
+        last WRITE to it) and the ACK names the last PSN."""
+        qp = self.connected_qp()
+        time.sleep(0.1)  # ib_core caches hw counters for a few ms
+        before, batches = counter('rx_packets'), counter('rx_batch_backlogged')
+        self.write_batch(qp, STREAM_BATCH)
+        self.acked_through(RQ_PSN + STREAM_BATCH - 1)
+        for slot in range(4):
+            last = max(i for i in range(STREAM_BATCH) if i % 4 == slot)
+            self.assertEqual(self.buf.read(1024, 1024 * slot), bytes([0x41 + last]) * 1024)
+        time.sleep(0.1)
+        self.assertEqual(counter('rx_packets'), before + STREAM_BATCH)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+        # The backlog is empty again, every packet counted out: a batch of
+        # small packets is then taken apart on arrival, not queued whole
+        # behind a backlog that only looks busy.
+        self.write_batch(qp, STREAM_BATCH, length=64, psn=RQ_PSN + STREAM_BATCH)
+        self.acked_through(RQ_PSN + 2 * STREAM_BATCH - 1)
+        time.sleep(0.1)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+
+    def test_short_gso_batch_of_large_packets_is_received_on_arrival(self):
+        """Three SENDs of 1 KiB in one datagram, one short of a stream: a
+        lone message's batch, taken apart and received where it lands, not
+        queued for another CPU, whose process a ping-pong's work item would
+        wait on. Each is received in order and counted once."""
         qp = self.connected_qp()
         for _ in range(3):
             self.post_recv(qp)
@@ -540,16 +589,7 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(self.buf.read(1024, 0), b'C' * 1024)
         time.sleep(0.1)
         self.assertEqual(counter('rx_packets'), before + 3)
-        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
-        # The backlog is empty again, every packet counted out: a batch of
-        # small packets is then taken apart on arrival, not queued whole
-        # behind a backlog that only looks busy.
-        for _ in range(3):
-            self.post_recv(qp)
-        self.send_batch(qp, 3, psn=RQ_PSN + 3)
-        self.received(3)
-        time.sleep(0.1)
-        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+        self.assertEqual(counter('rx_batch_backlogged'), batches)
 
     def test_gso_batch_longer_than_a_drain_turn_lands_in_order(self):
         """70 WRITEs of 512 bytes in one datagram, more than the backlog's
@@ -576,43 +616,49 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
 
     def test_gso_batch_queued_whole_drops_only_its_bad_packet(self):
-        """The same, the last packet's ICRC wrong: the drain receives the
-        first two and drops that one; sent again alone, it is received."""
+        """A stream queued whole, its last packet's ICRC wrong: the drain
+        receives the others and drops that one, which draws no NAK; sent
+        again alone, it is received."""
         qp = self.connected_qp()
-        for _ in range(3):
-            self.post_recv(qp)
         time.sleep(0.1)
+        last = RQ_PSN + STREAM_BATCH - 1
         dropped, batches = counter('rx_dropped'), counter('rx_batch_backlogged')
-        self.send_batch(qp, 3, length=1024, bad_icrc=(2,))
-        self.received(2, length=1024)
-        self.assert_no_completion()
+        self.write_batch(qp, STREAM_BATCH, bad_icrc=(STREAM_BATCH - 1,))
+        self.acked_through(last - 1)
+        self.assertIsNone(self.peer.receive(QUIET), 'a reply to the dropped packet')
+        time.sleep(0.1)
         self.assertEqual(counter('rx_dropped'), dropped + 1)
         self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
-        self.peer.inject(OXE_IP, rf.roce(rf.RC_SEND_ONLY, qp.qp_num, RQ_PSN + 2, payload=b'C' * 1024,
-                                         ack_req=True))
-        self.received(1, length=1024)
-        self.assertEqual(self.buf.read(1024, 0), b'C' * 1024)
+        slot = (STREAM_BATCH - 1) % 4
+        self.assertNotEqual(self.buf.read(1024, 1024 * slot), b'Z' * 1024)
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_WRITE_ONLY, qp.qp_num, last,
+                                         rf.reth(self.buf.buf + 1024 * slot, self.buf.rkey, 1024),
+                                         payload=b'Z' * 1024, ack_req=True))
+        self.acked_through(last)
+        self.assertEqual(self.buf.read(1024, 1024 * slot), b'Z' * 1024)
 
     def test_gso_batch_for_two_qps_reaches_both(self):
-        """A datagram of 1 KiB SENDs alternating between two QPs is not
-        queued whole for the first one's backlog: each QP receives its own
-        two, in order."""
+        """A stream's worth of 1 KiB SENDs in one datagram, alternating
+        between two QPs, is not queued whole for the first one's backlog:
+        each QP receives its own, in order."""
         a, b = self.connected_qp(), self.connected_qp()
+        each = STREAM_BATCH // 2
         for qp in (a, b):
-            for _ in range(2):
+            for _ in range(each):
                 self.post_recv(qp)
         time.sleep(0.1)
         batches = counter('rx_batch_backlogged')
         packets = [rf.roce(rf.RC_SEND_ONLY, (a, b)[i % 2].qp_num, RQ_PSN + i // 2,
-                           payload=bytes([0x41 + i]) * 1024, ack_req=True) for i in range(4)]
+                           payload=bytes([0x41 + i]) * 1024, ack_req=True)
+                   for i in range(STREAM_BATCH)]
         self.peer.inject_batch(OXE_IP, packets, ident=0x1234)
         got = []
-        for i in range(4):
+        for i in range(STREAM_BATCH):
             wc = self.poll()
             self.assertIsNotNone(wc, f'receive {i} did not complete')
             self.assertEqual((wc.status, wc.byte_len), (ibv_wc_status.IBV_WC_SUCCESS, 1024))
             got.append(wc.qp_num)
-        self.assertEqual(sorted(got), sorted([a.qp_num, a.qp_num, b.qp_num, b.qp_num]))
+        self.assertEqual(sorted(got), sorted([a.qp_num, b.qp_num] * each))
         time.sleep(0.1)
         self.assertEqual(counter('rx_batch_backlogged'), batches)
 
