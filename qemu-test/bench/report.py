@@ -44,6 +44,12 @@ PERF = [
     ("send_lat_8", "ib_send_lat 8 B, typical", "µs", "<=", None),
     ("send_lat_32", "ib_send_lat 32 B, typical", "µs", "<=", None),
     ("send_bw_64", "ib_send_bw 64 B", "MB/s", ">=", None),
+    # Ping-pong of messages of one, four and 64 packets: the receive path
+    # steers a stream's packets to the other CPU, where a ping-pong's peer
+    # process spins; these show that it does not steer a lone message.
+    ("write_lat_1k", "ib_write_lat 1 KiB, typical", "µs", "<=", None),
+    ("write_lat_4k", "ib_write_lat 4 KiB, typical", "µs", "<=", None),
+    ("write_lat_64k", "ib_write_lat 64 KiB, typical", "µs", "<=", None),
 ]
 
 # Inline receive on oxe: each measure with it on (the default, as in PERF)

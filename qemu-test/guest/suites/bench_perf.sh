@@ -6,7 +6,10 @@
 # 64 KiB with ODP buffers (--odp) on both sides (their pages present after the
 # first pass), ib_send_lat at 8 and 32 bytes and ib_send_bw at 64 bytes, where
 # oxe's inline receive applies, and on oxe those three again with inline
-# receive off (OXE_SCATTER_TO_CQE=0 in both processes: measures *_noinline).
+# receive off (OXE_SCATTER_TO_CQE=0 in both processes: measures *_noinline),
+# and ib_write_lat at 1 KiB, 4 KiB and 64 KiB: messages of one, four and 64
+# packets, where a ping-pong meets the receive path's steering to the other
+# CPU (recv.rs, Qp::defers).
 #
 # The guest shares two host cores with whatever else the host runs, so single runs
 # are noisy (ib_write_lat at times 20x its usual), and the host's speed drifts by
@@ -25,7 +28,8 @@ BENCH_PERF_ROUNDS=${OXE_BENCH_ROUNDS:-5}
 BENCH_BW_ITERS=1000
 BENCH_LAT_ITERS=1000
 BENCH_MEASURES=(write_bw read_bw write_lat write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw
-    send_lat_8 send_lat_32 send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline)
+    send_lat_8 send_lat_32 send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline
+    write_lat_1k write_lat_4k write_lat_64k)
 # OXE_BENCH_MEASURES="m1 m2 ..." (qemu-test/vm.sh perf) runs only those, for
 # iterating on one figure; `make bench` runs them all.
 if [ -n "${OXE_BENCH_MEASURES:-}" ]; then
@@ -35,7 +39,8 @@ fi
 # support differs between drivers (and kernels), and must not cost the rest;
 # the later additions must not cost the figures recorded before them.
 BENCH_SOFT=" write_bw_q4 read_bw_q4 send_bw odp_write_bw odp_read_bw send_lat_8 send_lat_32
-    send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline "
+    send_bw_64 send_lat_8_noinline send_lat_32_noinline send_bw_64_noinline write_lat_1k
+    write_lat_4k write_lat_64k "
 
 # One run of measure M between TYPE0 and TYPE1 (set up by pair_setup); prints the value.
 bench_perf_run() { # type measure round
@@ -58,6 +63,10 @@ bench_perf_run() { # type measure round
     send_lat_8) tool=ib_send_lat size=8 iters=$BENCH_LAT_ITERS col=5 ;;
     send_lat_32) tool=ib_send_lat size=32 iters=$BENCH_LAT_ITERS col=5 ;;
     send_bw_64) tool=ib_send_bw size=64 iters=$BENCH_BW_ITERS col=4 ;;
+    write_lat_1k) tool=ib_write_lat size=1024 iters=$BENCH_LAT_ITERS col=5 ;;
+    write_lat_4k) tool=ib_write_lat size=4096 iters=$BENCH_LAT_ITERS col=5 ;;
+    # 64 packets a round trip: fewer of them, for the same seconds.
+    write_lat_64k) tool=ib_write_lat size=65536 iters=$((BENCH_LAT_ITERS / 4)) col=5 ;;
     esac
     local name=$2-$3
     SRV=("${env[@]}" "$tool" -d "${type}1" -i 1 -F -x "$GID_B" -s $size -n "$iters" "${extra[@]}")
@@ -126,7 +135,8 @@ out, typ, missing, seconds = sys.argv[1:5]
 units = {"write_bw": "MB/s", "read_bw": "MB/s", "write_lat": "us", "write_bw_q4": "MB/s",
          "read_bw_q4": "MB/s", "send_bw": "MB/s", "odp_write_bw": "MB/s", "odp_read_bw": "MB/s",
          "send_lat_8": "us", "send_lat_32": "us", "send_bw_64": "MB/s", "send_lat_8_noinline": "us",
-         "send_lat_32_noinline": "us", "send_bw_64_noinline": "MB/s"}
+         "send_lat_32_noinline": "us", "send_bw_64_noinline": "MB/s", "write_lat_1k": "us",
+         "write_lat_4k": "us", "write_lat_64k": "us"}
 res = {"type": typ, "pair": f"{typ}0-{typ}1", "seconds": int(seconds), "missing": missing or None,
        "units": units, "stat": "median of runs; runs in round order, null where one failed", "runs": {}}
 for arg in sys.argv[5:]:
