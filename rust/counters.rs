@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 35] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 36] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -44,6 +44,7 @@ pub(crate) const NAMES: [&core::ffi::CStr; 35] = [
     c"rx_lock_busy",
     c"timeout_put_off",
     c"rx_batch_backlogged",
+    c"rx_steered",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -121,6 +122,11 @@ pub(crate) struct Counters {
     /// a QP's backlog, whose drain reads their packets in place; a batch
     /// taken apart on arrival counts nothing here.
     pub(crate) rx_batch_backlogged: AtomicU64,
+    /// Packets left one by one to their QP's backlog, drained on another
+    /// CPU, for what they are (a stream's large packet, a READ request:
+    /// `Qp::defers`), not for packets already waiting there or a busy
+    /// lock. A lone message's packets count nothing here.
+    pub(crate) rx_steered: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -218,6 +224,7 @@ impl Counters {
             &self.rx_lock_busy,
             &self.timeout_put_off,
             &self.rx_batch_backlogged,
+            &self.rx_steered,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

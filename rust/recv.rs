@@ -75,10 +75,10 @@ impl OxeDevice {
         self.receive_one(skb, false);
     }
 
-    /// [`Self::receive`], for a packet that came in a batch of at least
-    /// [`STEER_MIN_BATCH`] if `stream` (see [`Qp::defers`]).
+    /// [`Self::receive`], for a packet that came in a stream if `stream`
+    /// (a batch of at least [`STEER_MIN_STREAM`] bytes: see [`Qp::defers`]).
     fn receive_one(&self, mut skb: RxPacket, stream: bool) {
-        let (deferred, response, checked, steer) = {
+        let (deferred, response, checked, steer, steered) = {
             let Some(frame) = skb.frame() else {
                 crate::counters::inc(&self.counters.rx_dropped);
                 return;
@@ -99,8 +99,9 @@ impl OxeDevice {
             };
             let response = p.info.operation == Operation::RdmaReadResponse;
             let steer = p.info.operation != Operation::RdmaReadRequest;
-            if qp.defers(&p, stream) || qp.held() {
-                (qp, response, false, steer)
+            let steered = qp.defers(&p, stream);
+            if steered || qp.held() {
+                (qp, response, false, steer, steered)
             } else {
                 // A datagram whose ODP receive buffer was not there, or a
                 // UC packet whose ODP page was not, goes to the backlog,
@@ -125,7 +126,7 @@ impl OxeDevice {
                         false
                     }
                 };
-                (qp, response, checked, steer)
+                (qp, response, checked, steer, false)
             }
         };
         if !deferred.backlog_fits(1, response) {
@@ -133,6 +134,9 @@ impl OxeDevice {
             return;
         }
         deferred.backlogged.fetch_add(1, Ordering::AcqRel);
+        if steered {
+            crate::counters::inc(&self.counters.rx_steered);
+        }
         if checked {
             skb.set_checked();
         }
@@ -155,8 +159,9 @@ impl OxeDevice {
     /// A GSO packet of `segments` packets taken whole from the socket.
     ///
     /// When the first of them would be left to its QP's backlog anyway (a
-    /// large payload, or a QP with packets waiting there: see
-    /// `Qp::defers`), and all of them are for that QP, the packet is
+    /// large payload in a stream, a READ request, or a QP with packets
+    /// waiting there: see [`Qp::defers`] and [`Qp::held`]), and all of
+    /// them are for that QP, the packet is
     /// queued there whole, counted as the packets it holds, and the
     /// backlog's drain reads each in place. This CPU, which for a batch
     /// sent on this host is the sender's, then spends nothing per packet on
@@ -164,7 +169,7 @@ impl OxeDevice {
     /// Otherwise each packet is received on its own, as a clone of its
     /// bytes.
     pub(crate) fn receive_batch(&self, mut batch: RxPacket, segments: u32) {
-        let stream = segments >= STEER_MIN_BATCH;
+        let stream = Self::is_stream(&mut batch, segments);
         if let Some(qp) = self.batch_backlog(&mut batch, segments, stream) {
             qp.backlogged.fetch_add(segments, Ordering::AcqRel);
             crate::counters::inc(&self.counters.rx_batch_backlogged);
@@ -182,6 +187,16 @@ impl OxeDevice {
                 self.receive_one(seg, stream);
             }
         }
+    }
+
+    /// Whether a GSO packet of `segments` packets is a stream: at least
+    /// [`STEER_MIN_STREAM`] bytes of payload, going by its first packet's.
+    fn is_stream(batch: &mut RxPacket, segments: u32) -> bool {
+        let Some(frame) = batch.segment_frame(0) else {
+            return false;
+        };
+        let segments = usize::try_from(segments).unwrap_or(usize::MAX);
+        parse(&frame).is_some_and(|p| p.payload.len().saturating_mul(segments) >= STEER_MIN_STREAM)
     }
 
     /// The QP whose backlog takes a GSO packet whole, if any: see
@@ -258,11 +273,15 @@ const MAX_PAYLOAD: usize = 4096;
 /// CPU (`Qp::defers`).
 const STEER_MIN_PAYLOAD: usize = 512;
 
-/// Packets in one batch (a GSO packet from a sender on this host) from
-/// which its packets are a stream, worth another CPU: a message of up to
-/// 16 packets (16 KiB at a 1 KiB MTU) is a batch of 15 after its first,
-/// which goes alone, and is received where it lands.
-const STEER_MIN_BATCH: u32 = 16;
+/// Payload bytes in one batch (a GSO packet, which a sender on this host,
+/// or a peer through a device that passes GSO packets on, built at once)
+/// from which its packets are a stream, worth another CPU. In bytes, not
+/// packets: a batch holds at most 28 KiB (`ib/pkt.rs`, `BATCH_BYTES`), 6
+/// packets at a 4 KiB MTU. A WRITE of up to 16 KiB (its first packet,
+/// which carries the RETH, goes alone, the rest in one batch) is received
+/// where it lands at any MTU, and so is a SEND of less than 16 KiB (one
+/// batch); the batches of a longer message are a stream.
+const STEER_MIN_STREAM: usize = 16 * 1024;
 
 impl Qp {
     /// How many packets the backlog may hold when the one to queue is a
@@ -302,8 +321,9 @@ impl Qp {
     /// Whether what the QP receives now waits in its backlog whatever it
     /// is: a QP answering a READ holds everything after it back until the
     /// READ's last response is out; so does anything in its backlog (a
-    /// large packet, one waiting for an ODP fault). The QP sees its
-    /// packets in order.
+    /// stream's large packet, a READ request, one that found the QP's lock
+    /// busy, one waiting for an ODP fault). The QP sees its packets in
+    /// order.
     fn held(&self) -> bool {
         self.reading.load(Ordering::Acquire) || self.backlogged.load(Ordering::Acquire) != 0
     }
@@ -316,7 +336,7 @@ impl Qp {
     /// latency. Two kinds go to the backlog:
     ///
     /// * Packets with a large payload that come in a `stream`: a batch of
-    ///   at least [`STEER_MIN_BATCH`] packets the sender built at once.
+    ///   at least [`STEER_MIN_STREAM`] bytes the sender built at once.
     ///   When both ends of a connection are on this host, the receive
     ///   softirq runs on the sending CPU, and the receiving end's ICRC
     ///   check and copy would share that CPU with the sending end's copy
@@ -333,7 +353,8 @@ impl Qp {
     ///   is processed as it is sent.
     ///
     /// (Once anything is deferred, everything is, until the backlog is
-    /// drained: see `OxeDevice::receive`.)
+    /// drained: see [`Qp::held`], which `OxeDevice::receive_one` and
+    /// `OxeDevice::batch_backlog` ask as well.)
     ///
     /// [`DrainOn::OtherCpu`]: crate::ib::work::DrainOn::OtherCpu
     fn defers(&self, p: &Packet<'_>, stream: bool) -> bool {

@@ -42,8 +42,9 @@ PEER_QPN = 0x123
 SQ_PSN = 1000
 RQ_PSN = 5000
 QUIET = 0.5  # seconds to wait for something that must not happen
-# Packets in one GSO datagram from which oxe counts them a stream and may
-# queue the datagram whole for another CPU (recv.rs, STEER_MIN_BATCH).
+# Packets of 1 KiB in one GSO datagram from which oxe counts them a stream
+# (16 KiB: recv.rs, STEER_MIN_STREAM) and may queue the datagram whole for
+# another CPU.
 STREAM_BATCH = 16
 
 
@@ -575,21 +576,24 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
 
     def test_short_gso_batch_of_large_packets_is_received_on_arrival(self):
-        """Three SENDs of 1 KiB in one datagram, one short of a stream: a
-        lone message's batch, taken apart and received where it lands, not
-        queued for another CPU, whose process a ping-pong's work item would
-        wait on. Each is received in order and counted once."""
+        """Three SENDs of 1 KiB in one datagram, short of a stream: a lone
+        message's batch, taken apart and received where it lands, neither
+        queued whole nor packet by packet for another CPU, whose process a
+        ping-pong's work item would wait on. Each is received in order and
+        counted once."""
         qp = self.connected_qp()
         for _ in range(3):
             self.post_recv(qp)
         time.sleep(0.1)
         before, batches = counter('rx_packets'), counter('rx_batch_backlogged')
+        steered = counter('rx_steered')
         self.send_batch(qp, 3, length=1024)
         self.received(3, length=1024)
         self.assertEqual(self.buf.read(1024, 0), b'C' * 1024)
         time.sleep(0.1)
         self.assertEqual(counter('rx_packets'), before + 3)
         self.assertEqual(counter('rx_batch_backlogged'), batches)
+        self.assertEqual(counter('rx_steered'), steered)
 
     def test_gso_batch_longer_than_a_drain_turn_lands_in_order(self):
         """70 WRITEs of 512 bytes in one datagram, more than the backlog's
@@ -629,8 +633,9 @@ class HostilePeer(unittest.TestCase):
         time.sleep(0.1)
         self.assertEqual(counter('rx_dropped'), dropped + 1)
         self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+        # The bad packet's slot holds the last good WRITE to it.
         slot = (STREAM_BATCH - 1) % 4
-        self.assertNotEqual(self.buf.read(1024, 1024 * slot), b'Z' * 1024)
+        self.assertEqual(self.buf.read(1024, 1024 * slot), bytes([0x41 + STREAM_BATCH - 5]) * 1024)
         self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_WRITE_ONLY, qp.qp_num, last,
                                          rf.reth(self.buf.buf + 1024 * slot, self.buf.rkey, 1024),
                                          payload=b'Z' * 1024, ack_req=True))
@@ -647,7 +652,7 @@ class HostilePeer(unittest.TestCase):
             for _ in range(each):
                 self.post_recv(qp)
         time.sleep(0.1)
-        batches = counter('rx_batch_backlogged')
+        batches, steered = counter('rx_batch_backlogged'), counter('rx_steered')
         packets = [rf.roce(rf.RC_SEND_ONLY, (a, b)[i % 2].qp_num, RQ_PSN + i // 2,
                            payload=bytes([0x41 + i]) * 1024, ack_req=True)
                    for i in range(STREAM_BATCH)]
@@ -661,6 +666,8 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(sorted(got), sorted([a.qp_num, b.qp_num] * each))
         time.sleep(0.1)
         self.assertEqual(counter('rx_batch_backlogged'), batches)
+        # Each is a stream's packet, left to its own QP's backlog.
+        self.assertEqual(counter('rx_steered'), steered + STREAM_BATCH)
 
     def test_gso_batch_of_runt_segments_is_dropped(self):
         """A batch cut every 8 bytes, shorter than a BTH: nothing of it is

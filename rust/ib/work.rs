@@ -643,10 +643,11 @@ impl RxQueue {
     /// with the application pinned to either CPU. Left where it is, the
     /// responder's drain stays put, the requester's drain with it (its
     /// packets keep coming from one CPU), and only the application moves:
-    /// `ib_read_bw` 1.73 times as fast (6 rounds of `vm.sh ab`). Data is
-    /// still steered: a sender busy copying and checksumming its packets
-    /// is what the drain must not share a CPU with, and every packet left
-    /// where its drain last ran cost `ib_write_bw` a third.
+    /// `ib_read_bw` 1.73 times as fast (6 rounds of `vm.sh ab`). A
+    /// stream's data is still steered: a sender busy copying and
+    /// checksumming its packets is what the drain must not share a CPU
+    /// with, and every packet left where its drain last ran cost
+    /// `ib_write_bw` a third.
     pub(crate) fn push_sticky(&self, pkt: RxPacket) {
         // A queue drained in softirq runs on its pusher's CPU, on the BH
         // queue: nothing to keep.
