@@ -619,6 +619,26 @@ class HostilePeer(unittest.TestCase):
             self.assertEqual(self.buf.read(512, 512 * slot), bytes([last]) * 512, f'slot {slot}')
         self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
 
+    def test_gso_batch_counts_a_stream_in_bytes(self):
+        """At a 4 KiB MTU a batch holds at most 6 packets (28 KiB), so a
+        stream is told by its bytes, not its packets: 3 WRITEs of 4 KiB in
+        one datagram (12 KiB) are received on arrival, 6 (24 KiB) are
+        queued whole. Every WRITE lands and is acknowledged."""
+        qp = self.connected_qp(mtu=ibv_mtu.IBV_MTU_4096)
+        time.sleep(0.1)
+        batches, steered = counter('rx_batch_backlogged'), counter('rx_steered')
+        self.write_batch(qp, 3, length=4096)
+        self.acked_through(RQ_PSN + 2)
+        self.assertEqual(self.buf.read(4096, 0), b'C' * 4096)
+        time.sleep(0.1)
+        self.assertEqual((counter('rx_batch_backlogged'), counter('rx_steered')),
+                         (batches, steered))
+        self.write_batch(qp, 6, length=4096, psn=RQ_PSN + 3)
+        self.acked_through(RQ_PSN + 8)
+        self.assertEqual(self.buf.read(4096, 0), b'F' * 4096)
+        time.sleep(0.1)
+        self.assertEqual(counter('rx_batch_backlogged'), batches + 1)
+
     def test_gso_batch_queued_whole_drops_only_its_bad_packet(self):
         """A stream queued whole, its last packet's ICRC wrong: the drain
         receives the others and drops that one, which draws no NAK; sent
