@@ -122,10 +122,11 @@ pub(crate) struct Counters {
     /// a QP's backlog, whose drain reads their packets in place; a batch
     /// taken apart on arrival counts nothing here.
     pub(crate) rx_batch_backlogged: AtomicU64,
-    /// Packets left one by one to their QP's backlog, drained on another
-    /// CPU, for what they are (a stream's large packet, a READ request:
-    /// `Qp::defers`), not for packets already waiting there or a busy
-    /// lock. A lone message's packets count nothing here.
+    /// Packets left one by one to their QP's backlog for what they are
+    /// (a stream's large packet, steered to another CPU; a READ request,
+    /// left where the drain last ran: `Qp::defers`), not for packets
+    /// already waiting there or a busy lock. A lone message's packets
+    /// count nothing here.
     pub(crate) rx_steered: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives

@@ -169,8 +169,8 @@ impl OxeDevice {
     /// Otherwise each packet is received on its own, as a clone of its
     /// bytes.
     pub(crate) fn receive_batch(&self, mut batch: RxPacket, segments: u32) {
-        let stream = Self::is_stream(&mut batch, segments);
-        if let Some(qp) = self.batch_backlog(&mut batch, segments, stream) {
+        let (stream, whole) = self.batch_plan(&mut batch, segments);
+        if let Some(qp) = whole {
             qp.backlogged.fetch_add(segments, Ordering::AcqRel);
             crate::counters::inc(&self.counters.rx_batch_backlogged);
             batch.set_batch(Batch {
@@ -189,36 +189,34 @@ impl OxeDevice {
         }
     }
 
-    /// Whether a GSO packet of `segments` packets is a stream: at least
-    /// [`STEER_MIN_STREAM`] bytes of payload, going by its first packet's.
-    fn is_stream(batch: &mut RxPacket, segments: u32) -> bool {
-        let Some(frame) = batch.segment_frame(0) else {
-            return false;
-        };
-        let segments = usize::try_from(segments).unwrap_or(usize::MAX);
-        parse(&frame).is_some_and(|p| p.payload.len().saturating_mul(segments) >= STEER_MIN_STREAM)
-    }
-
-    /// The QP whose backlog takes a GSO packet whole, if any: see
-    /// [`Self::receive_batch`]. Only the first packet's headers are read;
-    /// the drain checks and parses each packet as it comes to it.
-    fn batch_backlog(
+    /// How a GSO packet of `segments` packets is received, from its first
+    /// packet's headers alone (the drain checks and parses each packet as
+    /// it comes to it): whether it is a stream, at least
+    /// [`STEER_MIN_STREAM`] bytes of payload going by its first packet's;
+    /// and the QP whose backlog takes it whole, if any (see
+    /// [`Self::receive_batch`]).
+    fn batch_plan(
         &self,
         batch: &mut RxPacket,
         segments: u32,
-        stream: bool,
-    ) -> Option<kernel::sync::Arc<Qp>> {
-        if !batch.segments_one_qp(segments) {
-            return None;
+    ) -> (bool, Option<kernel::sync::Arc<Qp>>) {
+        let one_qp = batch.segments_one_qp(segments);
+        let Some(frame) = batch.segment_frame(0) else {
+            return (false, None);
+        };
+        let Some(p) = parse(&frame) else {
+            return (false, None);
+        };
+        let count = usize::try_from(segments).unwrap_or(usize::MAX);
+        let stream = p.payload.len().saturating_mul(count) >= STEER_MIN_STREAM;
+        if !one_qp || p.payload.len() > MAX_PAYLOAD || p.bth.dest_qpn == Bth::MULTICAST_QPN {
+            return (stream, None);
         }
-        let frame = batch.segment_frame(0)?;
-        let p = parse(&frame).filter(|p| p.payload.len() <= MAX_PAYLOAD)?;
-        if p.bth.dest_qpn == Bth::MULTICAST_QPN {
-            return None;
-        }
-        let qp = self.qps.get(p.bth.dest_qpn)?;
         let response = p.info.operation == Operation::RdmaReadResponse;
-        ((qp.defers(&p, stream) || qp.held()) && qp.backlog_fits(segments, response)).then_some(qp)
+        let whole = self.qps.get(p.bth.dest_qpn).filter(|qp| {
+            (qp.defers(&p, stream) || qp.held()) && qp.backlog_fits(segments, response)
+        });
+        (stream, whole)
     }
 
     /// Checks a packet's ICRC and counts it: received, or dropped.
@@ -354,7 +352,7 @@ impl Qp {
     ///
     /// (Once anything is deferred, everything is, until the backlog is
     /// drained: see [`Qp::held`], which `OxeDevice::receive_one` and
-    /// `OxeDevice::batch_backlog` ask as well.)
+    /// `OxeDevice::batch_plan` ask as well.)
     ///
     /// [`DrainOn::OtherCpu`]: crate::ib::work::DrainOn::OtherCpu
     fn defers(&self, p: &Packet<'_>, stream: bool) -> bool {
