@@ -15,7 +15,7 @@ if [ "$mode" = ab ]; then
     shift
 fi
 case "$mode" in
-test | quick | dp | clients-oxe | hostile | same-netns | script | ulp | force-mr | wire) default_flavour=debug ;;
+test | quick | dp | clients-oxe | hostile | security | same-netns | script | ulp | force-mr | wire) default_flavour=debug ;;
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}

@@ -81,6 +81,24 @@ run_suite() { # name function args...
     fi
 }
 
+# Runs one of oxe's own unittest modules (qemu-test/guest/MODULE.py) on DEV
+# and holds it to qemu-test/expected/NAME.txt: the runner's own status, every
+# listed test passing, and no test skipped all count.
+unittest_suite() { # name device module timeout
+    local name=$1 dev=$2 module=$3 secs=$4 rc t0=$SECONDS
+    local log=$OXE_RESULTS/logs/$1-$2.log counts
+    (cd "$GUEST" && OXE_DEV=$dev PYTHONPATH=$OXE_RDMA_CORE/build/python:$GUEST \
+        timeout "$secs" /usr/bin/python3 -m unittest -v "$module") >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    [ $rc = 0 ] || echo "$name: the unittest runner exited with status $rc"
+    counts=$("$OXE_TOP/qemu-test/results.py" unittest "$log" "$name" "$dev" $((SECONDS - t0))) || return 1
+    echo "$counts" >"$SUITE_DIR/$name-$dev.json"
+    "$OXE_TOP/qemu-test/results.py" ratchet "$OXE_TOP/qemu-test/expected/$name.txt" "${log%.log}.verdicts.json" || rc=1
+    grep -q '"skipped": 0' <<<"$counts" || { echo "$name: no test may skip"; rc=1; }
+    return $rc
+}
+
 # Two hosts: veth0 stays here, veth1 lives in netns "peer". IPv4 and IPv6 on both,
 # so each RoCE v2 device gets v4-mapped and v6 GIDs.
 net_setup() {

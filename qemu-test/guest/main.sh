@@ -51,6 +51,7 @@ test)
     run_suite mkey_oxe0 suite_mkey oxe0 1
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
+    run_suite security_oxe0 suite_security oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0
     run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
     run_suite same_netns suite_same_netns
@@ -170,9 +171,16 @@ hostile)
     rdma link add oxe0 type oxe netdev veth0
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
+    run_suite security_oxe0 suite_security oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0
     run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
     run_suite same_netns suite_same_netns
+    ;;
+security)
+    # The unprivileged user's suite alone (qemu-test/vm.sh security).
+    net_setup
+    rdma link add oxe0 type oxe netdev veth0
+    run_suite security_oxe0 suite_security oxe0
     ;;
 same-netns)
     net_setup
