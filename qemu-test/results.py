@@ -71,17 +71,29 @@ def expected(path):
 
 
 def ratchet_cmd(exp_path, verdicts_path):
+    if not Path(exp_path).exists():
+        # A suite with nothing to hold it to would pass whatever it ran.
+        print(f"RATCHET: {exp_path} does not exist")
+        return 1
     verdicts = json.loads(Path(verdicts_path).read_text())
     want = expected(exp_path)
+    if not want:
+        print(f"RATCHET: {exp_path} lists no test")
+        return 1
     lost = [t for t in want if verdicts.get(t) != "ok"]
     new = sorted(t for t, v in verdicts.items() if v == "ok" and t not in set(want))
+    unlisted = sorted((t, v) for t, v in verdicts.items()
+                      if t not in set(want) and v in ("FAIL", "ERROR", "unexpected success"))
     for t in lost:
         print(f"RATCHET: {t}: expected ok, got {verdicts.get(t, 'not run')}")
+    for t, v in unlisted:
+        print(f"unlisted: {t}: {v}")
     if new:
         print(f"ratchet: {len(new)} passing test(s) not yet in {exp_path} (run `make expectations`):")
         for t in new:
             print(f"  + {t}")
-    print(f"ratchet {Path(exp_path).name}: {len(want) - len(lost)}/{len(want)} expected tests passed")
+    print(f"ratchet {Path(exp_path).name}: {len(want) - len(lost)}/{len(want)} expected tests passed"
+          f"{f', {len(unlisted)} unlisted failed' if unlisted else ''}")
     return 1 if lost else 0
 
 

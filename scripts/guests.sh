@@ -36,6 +36,24 @@ keep_failures() { # run
     done <"$results/guest-checks.txt"
 }
 
+# Every suite qemu-test/expected/suites/MODE.txt lists must have run in that
+# guest: a suite dropped from main.sh, or skipped by a switch, fails here.
+missing_suites() { # mode
+    local want=$top/qemu-test/expected/suites/$1.txt suite
+    [ -f "$want" ] || { echo "guest $1: no list of expected suites ($want)"; return 1; }
+    local rc=0
+    while read -r suite; do
+        [[ -z $suite || $suite == \#* ]] && continue
+        if ! grep -q "^$suite \(pass\|fail\)$" "$results/guest-checks.txt" 2>/dev/null; then
+            echo "guest $1: suite $suite did not run"
+            echo "$suite fail" >>"$results/checks.txt"
+            echo "--- $suite ($1 guest) did not run" >>"$results/failures.txt"
+            rc=1
+        fi
+    done <"$want"
+    return $rc
+}
+
 rm -f "$results/failures.txt"
 for run in "test debug" "force-mr debug" "wire debug" "yardstick plain"; do
     # shellcheck disable=SC2086 # mode and flavour
@@ -43,6 +61,7 @@ for run in "test debug" "force-mr debug" "wire debug" "yardstick plain"; do
     rc=$?
     cat "$results/guest-checks.txt" >>"$results/checks.txt" 2>/dev/null
     [ -f "$results/guest-checks.txt" ] && keep_failures "${run% *}"
+    missing_suites "${run% *}" || rc=1
     [ $rc = 0 ] || echo "guest ${run% *} fail" >>"$results/checks.txt"
 done
 "$top/qemu-test/results.py" stock-compare "$results/logs/rdma-core-oxe0.verdicts.json" \

@@ -117,5 +117,25 @@ printf 'use crate::ffi::a::f;\nfn g() {}\n' >"$lt/provider/src/ffi/b.rs"
 check "layering: a provider import circle fails" "! python3 '$top/scripts/check_layers.py' '$lt' >/dev/null"
 rm -rf "$lt"
 
+# The ratchet (qemu-test/results.py): a suite is held to its list, and a
+# missing or empty list fails rather than passing whatever ran.
+rt=$(mktemp -d)
+res=$top/qemu-test/results.py
+printf 'test_a (m.C.test_a) ... ok\ntest_b (m.C.test_b) ... FAIL\n\nRan 2 tests in 0.1s\n' >"$rt/x.log"
+"$res" unittest "$rt/x.log" x dev 1 >/dev/null
+printf 'm.C.test_a\n' >"$rt/listed.txt"
+check "ratchet: a listed test that passed passes" "'$res' ratchet '$rt/listed.txt' '$rt/x.verdicts.json' >/dev/null"
+check "ratchet: an unlisted failure is reported" "'$res' ratchet '$rt/listed.txt' '$rt/x.verdicts.json' | grep -q 'unlisted: m.C.test_b: FAIL'"
+printf 'm.C.test_a\nm.C.test_b\n' >"$rt/both.txt"
+check "ratchet: a listed test that failed fails" "! '$res' ratchet '$rt/both.txt' '$rt/x.verdicts.json' >/dev/null"
+check "ratchet: a missing expectations file fails" "! '$res' ratchet '$rt/none.txt' '$rt/x.verdicts.json' >/dev/null"
+printf '# only a comment\n' >"$rt/empty.txt"
+check "ratchet: an expectations file listing nothing fails" "! '$res' ratchet '$rt/empty.txt' '$rt/x.verdicts.json' >/dev/null"
+# Every guest guests.sh boots has its list of expected suites.
+for m in $(sed -n 's/^for run in \(.*\); do$/\1/p' "$top/scripts/guests.sh" | tr -d '"' | awk '{ for (i = 1; i <= NF; i += 2) print $i }'); do
+    check "guest $m has a list of expected suites" "[ -s '$top/qemu-test/expected/suites/$m.txt' ]"
+done
+rm -rf "$rt"
+
 [ $fails = 0 ] && echo "setup tests: all passed" || echo "setup tests: $fails failed"
 [ $fails = 0 ]
