@@ -138,15 +138,44 @@ load_rxe() { # device netdev [netns]
 }
 
 # Deletes every RDMA link (whatever its namespace) and unloads rxe and oxe, so the
-# next suite can bind UDP 4791 with either type anywhere.
+# next suite can bind UDP 4791 with either type anywhere. Fails if oxe stays
+# loaded: a module that cannot be removed holds something it should not.
 rdma_reset() {
     local l
     for l in $(rdma link show 2>/dev/null | awk '$1 == "link" { sub("/.*", "", $2); print $2 }'); do
         rdma link delete "$l" || ip netns exec peer rdma link delete "$l" || true
     done
     modprobe -r rdma_rxe 2>/dev/null
-    modprobe -r oxe 2>/dev/null
-    true
+    if grep -q '^oxe ' /proc/modules && ! modprobe -r oxe; then
+        echo "rdma_reset: oxe does not unload: $(grep '^oxe ' /proc/modules)"
+        return 1
+    fi
+}
+
+# Whatever the kernel holds that nothing references any more: one kmemleak
+# scan after the suites (the boot's own objects were set aside by
+# kmemleak_forget_boot). Fails on any reported object. A kernel without
+# kmemleak passes; the debug kernel has it (kernel-debug.fragment).
+KMEMLEAK=/sys/kernel/debug/kmemleak
+kmemleak_forget_boot() {
+    [ -e $KMEMLEAK ] || return 0
+    echo scan >$KMEMLEAK && echo clear >$KMEMLEAK
+}
+kmemleak_check() {
+    [ -e $KMEMLEAK ] || { echo "no kmemleak in this kernel"; return 0; }
+    # An object is reported once it has gone unreferenced through a scan
+    # and is older than kmemleak's minimum age (5 s): scan, wait, scan.
+    echo scan >$KMEMLEAK || return 1
+    snooze 6
+    echo scan >$KMEMLEAK || return 1
+    local leaks
+    leaks=$(cat $KMEMLEAK)
+    if [ -n "$leaks" ]; then
+        echo "kmemleak: $(grep -c '^unreferenced object' <<<"$leaks") unreferenced object(s):"
+        head -n 200 <<<"$leaks"
+        return 1
+    fi
+    echo "kmemleak: no unreferenced objects"
 }
 
 # Creates the two ends of a pair: A on veth0 here (10.11.0.1), B on veth1 in
@@ -154,7 +183,7 @@ rdma_reset() {
 # RoCE v2 IPv4 GIDs (rdma_cm binds through them) and sets GID_A and GID_B to
 # their indices.
 pair_setup() { # devA devB
-    rdma_reset
+    rdma_reset || return 1
     pair_links "$@"
 }
 

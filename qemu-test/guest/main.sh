@@ -27,6 +27,7 @@ oxe_data_suites() {
 
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 run_suite boot true
+kmemleak_forget_boot
 
 case $mode in
 run)
@@ -59,6 +60,9 @@ test)
     run_suite nvmeof suite_nvmeof oxe6 oxe7
     run_suite rnbd suite_rnbd oxe6 oxe7
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
+    # Last: every device deleted and oxe unloaded, then what is left over.
+    # Its dmesg check also covers whatever the removal logged.
+    run_suite teardown suite_teardown
     ;;
 force-mr)
     # Booted with ib_core.force_mr=1 (vm.sh): the NVMe-oF target registers

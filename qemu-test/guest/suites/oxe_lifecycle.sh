@@ -57,7 +57,7 @@ suite_oxe_lifecycle() {
     local res dbg
     res=$(rdma -dd resource show mr dev oxe0)
     echo "$res"
-    [[ $res == *pages*key_index* ]] || fail "no oxe driver attributes in rdma resource show mr" || return 1
+    [[ $res == *pages*access* ]] || fail "no oxe driver attributes in rdma resource show mr" || return 1
     dbg=$(cat /sys/kernel/debug/oxe/oxe0/mr-*)
     head -n 10 <<<"$dbg"
     [ "$(grep -cE '^[0-9]+ +0x[0-9a-f]+ +0x[0-9a-f]+$' <<<"$dbg")" = 256 ] ||
@@ -108,4 +108,12 @@ suite_oxe_lifecycle() {
     [ ! -e /sys/class/infiniband/oxe9 ] || fail "oxe9 survived its netdev" || return 1
     modprobe -r oxe
     echo "lifecycle ok"
+}
+
+# Suite: the end of a guest's run. Every RDMA link goes and oxe unloads
+# (which must succeed), then kmemleak scans: anything oxe, ib_core or a
+# suite's kernel consumer allocated and nothing references any more fails.
+suite_teardown() {
+    rdma_reset || return 1
+    kmemleak_check
 }
