@@ -8,6 +8,8 @@ the threat is such a user, and judges by what that user got.
 - Key material: ib_core shows an MR's lkey and rkey only to a caller with
   CAP_NET_ADMIN. oxe's driver attributes must not give them (or the key's
   index, 24 of its 32 bits) to anyone else.
+- Resizing a CQ or an SRQ moves what it holds a bounded step at a time,
+  never a copy sized by the queue (up to 16 MiB) with interrupts off.
 - Port 4791: a user who binds the RoCE v2 port of a namespace before oxe
   does must make `rdma link add` fail, not leave oxe listening on one
   address family while the user's socket takes the other's packets.
@@ -23,6 +25,11 @@ from pyverbs.device import Context
 from pyverbs.libibverbs_enums import ibv_access_flags as acc
 from pyverbs.mr import MR
 from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.qp import QP, QPCap, QPInitAttr, QPAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
+from pyverbs.wr import RecvWR, SGE
+from pyverbs.libibverbs_enums import ibv_qp_type, ibv_qp_state, ibv_wc_status, ibv_qp_attr_mask
 
 DEV = os.environ.get('OXE_DEV', 'oxe0')
 NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
@@ -96,6 +103,78 @@ class KeyMaterial(unittest.TestCase):
                              f' (lkey {self.mr.lkey:#x}, rkey {self.mr.rkey:#x})')
         # Still the driver's view, without its keys.
         self.assertIn('pages', json.dumps(e), f'no oxe driver attributes: {e}')
+
+
+def counter(name):
+    """One of the device's counters; its absence fails the test."""
+    path = f'/sys/class/infiniband/{DEV}/hw_counters/{name}'
+    if not os.path.exists(path):
+        raise AssertionError(f'{DEV} has no counter {name}')
+    # ib_core caches hw counters for 10 ms: read past that.
+    time.sleep(0.05)
+    with open(path) as f:
+        return int(f.read())
+
+
+# The most entries a resize may copy in one step with the queue's locks
+# held (rust/ib/queue.rs, RESIZE_STEP).
+RESIZE_STEP = 64
+HELD = 1500
+
+
+class ResizeSteps(unittest.TestCase):
+    def setUp(self):
+        self.ctx = Context(name=DEV)
+        self.pd = PD(self.ctx)
+        self.buf = MR(self.pd, 4096, acc.IBV_ACCESS_LOCAL_WRITE)
+
+    def tearDown(self):
+        self.ctx.close()
+
+    def post_recvs(self, target, n):
+        for i in range(n):
+            sge = SGE(self.buf.buf, 64, self.buf.lkey)
+            target.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[sge]))
+
+    def test_cq_resize_moves_in_steps(self):
+        """HELD flushed receives wait in a CQ; a resize keeps them all, in
+        order, and copies no more than RESIZE_STEP of them at once."""
+        cq = CQ(self.ctx, 2048)
+        cap = QPCap(max_send_wr=1, max_recv_wr=2048, max_send_sge=1, max_recv_sge=1)
+        qp = QP(self.pd, QPInitAttr(qp_type=ibv_qp_type.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
+        self.post_recvs(qp, HELD)
+        attr = QPAttr(qp_state=ibv_qp_state.IBV_QPS_ERR)
+        qp.modify(attr, ibv_qp_attr_mask.IBV_QP_STATE)
+        # The flush runs in the QP's work, one pass over the receive queue
+        # (milliseconds); nothing tells user space it is over without
+        # taking completions, so wait. Were it not over, fewer than HELD
+        # would move below and the test would fail, not pass.
+        time.sleep(3)
+        moved0 = counter('resize_entries')
+        cq.resize(8192)
+        got = []
+        while len(got) < HELD:
+            n, wcs = cq.poll(64)
+            if n == 0:
+                break
+            got += wcs[:n]
+        self.assertEqual([wc.wr_id for wc in got], list(range(HELD)))
+        self.assertTrue(all(wc.status == ibv_wc_status.IBV_WC_WR_FLUSH_ERR for wc in got))
+        self.assertEqual(counter('resize_entries') - moved0, HELD)
+        self.assertLessEqual(counter('resize_step_max'), RESIZE_STEP)
+        self.assertGreater(counter('resize_step_max'), 0)
+        qp.close()
+        cq.close()
+
+    def test_srq_resize_moves_in_steps(self):
+        srq = SRQ(self.pd, SrqInitAttr(SrqAttr(max_wr=2048, max_sge=1)))
+        self.post_recvs(srq, HELD)
+        moved0 = counter('resize_entries')
+        srq.modify(SrqAttr(max_wr=4096), 1)  # IBV_SRQ_MAX_WR
+        self.assertEqual(counter('resize_entries') - moved0, HELD)
+        self.assertLessEqual(counter('resize_step_max'), RESIZE_STEP)
+        self.assertGreaterEqual(srq.query().max_wr, 4096)
+        srq.close()
 
 
 def ns_exec(*cmd):
