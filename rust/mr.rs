@@ -213,7 +213,6 @@ impl Mr {
             page_size: PAGE_SIZE as u32,
             pinned: matches!(*st.pages.mem, Memory::Pinned(_)),
             pinned_writable: matches!(*st.pages.mem, Memory::Pinned(_)) && st.pages.writable(),
-            key_index: Key::from_raw(self.lkey()).index(),
             access: st.access.bits(),
             odp: match &odp {
                 None => c"no",
@@ -234,10 +233,10 @@ impl Mr {
             indirect_rounds: st.layout.as_ref().map_or(0, |l| l.repeat().unwrap_or(1)),
             indirect_depth: st.layout.as_ref().map_or(0, |l| l.depth()),
             indirect_first: {
-                let mut first = [(0, 0, 0, 0); crate::ib::mr::SHOWN_ENTRIES];
+                let mut first = [(0, 0); crate::ib::mr::SHOWN_ENTRIES];
                 let entries = st.layout.as_ref().map_or(&[][..], |l| l.entries());
                 for (slot, e) in first.iter_mut().zip(entries) {
-                    *slot = (e.key, e.addr, e.len, e.skip);
+                    *slot = (e.len, e.skip);
                 }
                 first
             },

@@ -62,7 +62,6 @@ pub(crate) struct MrInfo {
     pub(crate) page_size: u32,
     pub(crate) pinned: bool,
     pub(crate) pinned_writable: bool,
-    pub(crate) key_index: u32,
     pub(crate) access: u32,
     /// On-demand paging: pages translated now, and the pages faults
     /// brought in and invalidations took away since registration (all 0
@@ -81,9 +80,10 @@ pub(crate) struct MrInfo {
     pub(crate) indirect_entries: u32,
     pub(crate) indirect_rounds: u32,
     pub(crate) indirect_depth: u32,
-    /// The first entries of an indirect key's layout, as (key, address,
-    /// length, skip); `indirect_entries` says how many there are in all.
-    pub(crate) indirect_first: [(u32, u64, u32, u32); SHOWN_ENTRIES],
+    /// The first entries of an indirect key's layout, as (length, skip);
+    /// `indirect_entries` says how many there are in all. Never their keys
+    /// or addresses: see [`fill_res_mr_entry`].
+    pub(crate) indirect_first: [(u32, u32); SHOWN_ENTRIES],
 }
 
 /// How many of an indirect key's entries `rdma resource show mr` lists
@@ -461,6 +461,13 @@ pub(super) unsafe extern "C" fn advise_mr<D: Driver>(
 
 /// `rdma resource show mr -dd`: the driver's view of the MR, as driver attributes.
 ///
+/// Nothing here names a key or an address: ib_core shows an MR's keys and
+/// iova only to a caller with CAP_NET_ADMIN, and a driver's attributes go to
+/// every caller (this callback is not told who asks). An rkey is the lkey,
+/// so even the key's index, 24 of its 32 bits, would be most of a remote
+/// peer's credential. The keys an indirect key's entries name are other
+/// MRs' keys. The root-only debugfs view (`mr-<index>`) has them all.
+///
 /// # Safety
 ///
 /// Called only by the kernel, with the arguments of this callback's C contract.
@@ -475,12 +482,11 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
     else {
         return EMSGSIZE.to_errno();
     };
-    let fields: [(&core::ffi::CStr, u32); 11] = [
+    let fields: [(&core::ffi::CStr, u32); 10] = [
         (c"pages", info.pages),
         (c"page_size", info.page_size),
         (c"pinned", info.pinned.into()),
         (c"pinned_writable", info.pinned_writable.into()),
-        (c"key_index", info.key_index),
         (c"odp_present", info.odp_present),
         (c"odp_faulted", info.odp_faulted),
         (c"odp_invalidated", info.odp_invalidated),
@@ -515,10 +521,8 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry<D: Driver>(
         c"entry0", c"entry1", c"entry2", c"entry3", c"entry4", c"entry5", c"entry6", c"entry7",
     ];
     let shown = (info.indirect_entries as usize).min(SHOWN_ENTRIES);
-    for (name, &(key, addr, len, skip)) in NAMES.iter().zip(&info.indirect_first).take(shown) {
-        let Ok(text) = kernel::str::CString::try_from_fmt(fmt!(
-            "key {key:#010x} addr {addr:#x} len {len} skip {skip}"
-        )) else {
+    for (name, &(len, skip)) in NAMES.iter().zip(&info.indirect_first).take(shown) {
+        let Ok(text) = kernel::str::CString::try_from_fmt(fmt!("len {len} skip {skip}")) else {
             return ENOMEM.to_errno();
         };
         // SAFETY: as above; `text` is NUL-terminated and outlives the call,
