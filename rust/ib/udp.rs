@@ -283,8 +283,7 @@ struct NsEntry {
     ns: NetNs,
     users: usize,
     _v4: KVec<UdpSocket>,
-    /// IPv6 may be absent (disabled in that namespace): then empty, and
-    /// RoCE works over IPv4 only.
+    /// Empty when the kernel has no IPv6: RoCE then works over IPv4 only.
     _v6: KVec<UdpSocket>,
 }
 
@@ -327,7 +326,17 @@ impl PortSockets {
             return Ok(PortSockets { ns });
         }
         let v4 = open_group::<D>(ns, false)?;
-        let v6 = open_group::<D>(ns, true).unwrap_or_default();
+        let v6 = match open_group::<D>(ns, true) {
+            Ok(group) => group,
+            // No IPv6 in this kernel (built without it, or booted with
+            // ipv6.disable=1): RoCE runs over IPv4 alone.
+            Err(e) if e == EAFNOSUPPORT => KVec::new(),
+            // Anything else, the port taken by another socket above all,
+            // refuses the device: a user who bound [::]:4791 first would
+            // otherwise receive every RoCE v2 packet sent to the host over
+            // IPv6, payloads and rkeys included.
+            Err(e) => return Err(e),
+        };
         list.push(
             NsEntry {
                 ns,
