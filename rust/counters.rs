@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 36] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 38] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -45,6 +45,8 @@ pub(crate) const NAMES: [&core::ffi::CStr; 36] = [
     c"timeout_put_off",
     c"rx_batch_backlogged",
     c"rx_steered",
+    c"resize_entries",
+    c"resize_step_max",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -128,6 +130,11 @@ pub(crate) struct Counters {
     /// already waiting there or a busy lock. A lone message's packets
     /// count nothing here.
     pub(crate) rx_steered: AtomicU64,
+    /// Entries (completions, receive WQEs) CQ and SRQ resizes moved.
+    pub(crate) resize_entries: AtomicU64,
+    /// The most entries a resize copied in one step, with the queue's
+    /// locks held (`ib::queue::RESIZE_STEP` bounds it).
+    pub(crate) resize_step_max: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -226,12 +233,24 @@ impl Counters {
             &self.timeout_put_off,
             &self.rx_batch_backlogged,
             &self.rx_steered,
+            &self.resize_entries,
+            &self.resize_step_max,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }
 }
 
 /// Adds one to a counter.
+impl Counters {
+    /// A CQ or SRQ resize moved `entries`, at most `step` in one step.
+    pub(crate) fn resized(&self, (entries, step): (u32, u32)) {
+        self.resize_entries
+            .fetch_add(entries.into(), Ordering::Relaxed);
+        self.resize_step_max
+            .fetch_max(step.into(), Ordering::Relaxed);
+    }
+}
+
 pub(crate) fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }

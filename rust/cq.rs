@@ -9,7 +9,7 @@ use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
-use crate::ib::queue::{Ring, Uctx};
+use crate::ib::queue::{Mover, Ring, Step, Uctx};
 use crate::ib::umem::{MmId, MmRef};
 use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{
@@ -52,7 +52,7 @@ pub(crate) struct Cq {
     #[pin]
     handle: Callback<CqHandle>,
     /// Its place under the device's CQ limit, given back when the CQ goes.
-    _quota: Quota,
+    quota: Quota,
 }
 
 impl Cq {
@@ -76,7 +76,7 @@ impl Cq {
                 inline_recv,
                 owner,
                 handle <- Callback::new(handle),
-                _quota: quota,
+                quota,
             }),
             GFP_KERNEL,
         )
@@ -223,15 +223,30 @@ impl Cq {
     /// completion not yet polled, in order and at its index. `EINVAL` if
     /// they do not fit. Returns, with the result, the ring no longer in use
     /// (the old one, or `new` if refused): the caller drops it after this
-    /// returns, out of the locks, since dropping it may sleep. Producers and
-    /// kernel consumers wait meanwhile; a user consumer is expected to hold
-    /// its own lock across the verb (the provider does).
+    /// returns, out of the locks, since dropping it may sleep.
+    ///
+    /// The completions move [`crate::ib::queue::RESIZE_STEP`] at a time,
+    /// each step under both locks (so with interrupts off, for kernel
+    /// consumers' polls): producers and kernel consumers go on between
+    /// steps and wait for one step at most. A user consumer is expected to
+    /// hold its own lock across the verb (the provider does).
     pub(crate) fn resize(&self, new: Ring) -> (Result, Ring) {
-        let mut q = self.q.both();
-        let (prod, (), ring) = q.parts();
-        match new.adopt(ring, ring.consumer(), *prod) {
-            Ok(()) => (Ok(()), core::mem::replace(ring, new)),
-            Err(e) => (Err(e), new),
+        let mut mover = Mover::default();
+        loop {
+            let mut q = self.q.both();
+            let (prod, (), ring) = q.parts();
+            match mover.step(&new, ring, ring.consumer(), *prod) {
+                Step::More => continue,
+                Step::Done(r) => {
+                    let out = match r {
+                        Ok(()) => (Ok(()), core::mem::replace(ring, new)),
+                        Err(e) => (Err(e), new),
+                    };
+                    drop(q);
+                    self.quota.counters().resized(mover.tally());
+                    return out;
+                }
+            }
         }
     }
 

@@ -94,6 +94,13 @@ impl Quota {
     }
 }
 
+impl Quota {
+    /// The device's counters, which the object counts in.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}
+
 impl Drop for Quota {
     fn drop(&mut self) {
         release(&self.counters, self.kind);

@@ -10,7 +10,7 @@ use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::objects::PdId;
-use crate::ib::queue::{Ring, Uctx};
+use crate::ib::queue::{Mover, Ring, Step, Uctx};
 use crate::ib::srq::SrqHandle;
 use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeQueueMap, OxeRecvWqe, OxeSge};
@@ -32,7 +32,7 @@ pub(crate) struct Srq {
     #[pin]
     handle: Callback<SrqHandle>,
     /// Its place under the device's SRQ limit, given back when it goes.
-    _quota: Quota,
+    quota: Quota,
 }
 
 struct SrqState {
@@ -72,7 +72,7 @@ impl Srq {
                     ring,
                 ),
                 handle <- Callback::new(handle),
-                _quota: quota,
+                quota,
             }),
             GFP_KERNEL,
         )
@@ -157,20 +157,33 @@ impl Srq {
     /// receive path and kernel posters wait meanwhile; a user poster is
     /// expected to hold its own lock across the verb (the provider does).
     pub(crate) fn resize(&self, new: Ring, limit: Option<u32>) -> (Result, Ring) {
-        let mut q = self.q.both();
-        let (st, _, ring) = q.parts();
-        let limit = limit.unwrap_or(st.limit);
-        if limit > new.num_slots() {
-            return (Err(EINVAL), new);
-        }
-        // The producer index in the ring: user space's, or for kernel
-        // consumers the one kept at the irq end, stored there on each post.
-        match new.adopt(ring, st.consumer, ring.producer()) {
-            Ok(()) => {
-                st.limit = limit;
-                (Ok(()), core::mem::replace(ring, new))
+        let mut mover = Mover::default();
+        loop {
+            let mut q = self.q.both();
+            let (st, _, ring) = q.parts();
+            let limit = limit.unwrap_or(st.limit);
+            if limit > new.num_slots() {
+                return (Err(EINVAL), new);
             }
-            Err(e) => (Err(e), new),
+            // The WQEs move a step at a time, as a CQ's completions do
+            // (`Cq::resize`). The producer index in the ring: user space's,
+            // or for kernel consumers the one kept at the irq end, stored
+            // there on each post.
+            match mover.step(&new, ring, st.consumer, ring.producer()) {
+                Step::More => continue,
+                Step::Done(r) => {
+                    let out = match r {
+                        Ok(()) => {
+                            st.limit = limit;
+                            (Ok(()), core::mem::replace(ring, new))
+                        }
+                        Err(e) => (Err(e), new),
+                    };
+                    drop(q);
+                    self.quota.counters().resized(mover.tally());
+                    return out;
+                }
+            }
         }
     }
 

@@ -260,13 +260,11 @@ impl Ring {
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.slot_ptr(idx), n) };
     }
 
-    /// Takes over a resized queue's entries: those of `old` from index
-    /// `consumer` up to `producer` are copied to the same indices here, and
-    /// this ring's indices are set to the two (see `oxe_core::queue`).
-    /// `EINVAL` if they do not fit or `old`'s indices make no sense. Both
-    /// rings must be out of every other user's reach meanwhile.
-    pub(crate) fn adopt(&self, old: &Ring, consumer: u32, producer: u32) -> Result {
-        let plan = Resize::new(consumer, producer, old.num_slots, self.num_slots)
+    /// Copies the entries `[from, to)` (free-running indices) of `old` to
+    /// the same indices here. `EINVAL` if they are more than either queue
+    /// holds. The caller holds what keeps both rings in place.
+    fn copy_entries(&self, old: &Ring, from: u32, to: u32) -> Result {
+        let plan = Resize::new(from, to, old.num_slots, self.num_slots)
             .map_err(super::error::from_core)?;
         let n = old.slot_size.min(self.slot_size) as usize;
         for (from, to) in plan.moves() {
@@ -276,8 +274,6 @@ impl Ring {
             // the copied bytes arbitrary; readers validate them anyway.
             unsafe { core::ptr::copy_nonoverlapping(old.slot_ptr(from), self.slot_ptr(to), n) };
         }
-        self.set_consumer(consumer);
-        self.set_producer(producer);
         Ok(())
     }
 
@@ -294,6 +290,82 @@ impl Ring {
     /// sleeping part left to after it.
     pub(crate) fn detach(&self) -> Detached {
         Detached(self.entry.swap(core::ptr::null_mut(), Ordering::AcqRel))
+    }
+}
+
+/// Entries a resize copies in one step, with the queue's locks held (and,
+/// for a CQ, interrupts off): at 256-byte inline-receive slots, 16 KiB.
+/// A queue of 64K entries is moved in a thousand short steps, not one
+/// 16 MiB copy that holds interrupts off throughout.
+pub(crate) const RESIZE_STEP: u32 = 64;
+
+/// Moves a queue's entries to a new ring a step at a time. The caller
+/// takes the queue's locks, calls [`Mover::step`] with the current ring
+/// and indices, and lets go of the locks before the next step; the last
+/// step returns [`Step::Done`] with the locks still held, for the caller
+/// to put the new ring in place under them.
+///
+/// Between steps producers go on adding entries and consumers taking them.
+/// An entry keeps its index in the new ring, so what an earlier step copied
+/// stays right: the last step copies only what came after it, and sets the
+/// new ring's indices to the old one's at that moment.
+#[derive(Default)]
+pub(crate) struct Mover {
+    /// Entries before this index (and from the consumer on) are copied.
+    copied: Option<u32>,
+    /// The most entries one step copied.
+    most: u32,
+    /// The entries the new ring took over (once done).
+    moved: u32,
+}
+
+/// What a [`Mover::step`] left to do.
+pub(crate) enum Step {
+    /// Let go of the locks and call again.
+    More,
+    /// The new ring holds every entry, at its index, and the old ring's
+    /// indices (or, with an error, the move is refused).
+    Done(Result),
+}
+
+impl Mover {
+    /// One step of moving `old`'s entries `[consumer, producer)` into `new`.
+    pub(crate) fn step(&mut self, new: &Ring, old: &Ring, consumer: u32, producer: u32) -> Step {
+        // Resume after the last step's copy, unless the consumer has passed
+        // it (or moved where no consumer could go: the last step decides).
+        let from = match self.copied {
+            Some(c) if producer.wrapping_sub(c) <= producer.wrapping_sub(consumer) => c,
+            _ => consumer,
+        };
+        let left = producer.wrapping_sub(from);
+        if left > RESIZE_STEP && left <= old.num_slots {
+            let to = from.wrapping_add(RESIZE_STEP);
+            if let Err(e) = new.copy_entries(old, from, to) {
+                return Step::Done(Err(e));
+            }
+            self.copied = Some(to);
+            self.most = self.most.max(RESIZE_STEP);
+            return Step::More;
+        }
+        // The last step: every entry from the consumer on must fit, and
+        // those not copied yet are.
+        if let Err(e) = Resize::new(consumer, producer, old.num_slots, new.num_slots)
+            .map_err(super::error::from_core)
+            .and_then(|_| new.copy_entries(old, from, producer))
+        {
+            return Step::Done(Err(e));
+        }
+        self.most = self.most.max(left);
+        self.moved = producer.wrapping_sub(consumer);
+        new.set_consumer(consumer);
+        new.set_producer(producer);
+        Step::Done(Ok(()))
+    }
+
+    /// For the device's counters: the entries moved, and the most one
+    /// step copied.
+    pub(crate) fn tally(&self) -> (u32, u32) {
+        (self.moved, self.most)
     }
 }
 
