@@ -6,7 +6,8 @@
 # for rxe and `make bench`, and `debug` (KASAN, lockdep), where oxe is tested.
 
 SHELL := /bin/bash
-.DEFAULT_GOAL := run
+# A bare `make` explains; it never installs packages or builds kernels.
+.DEFAULT_GOAL := help
 OXE_CACHE ?= $(HOME)/.cache/oxe
 export OXE_CACHE
 
@@ -22,8 +23,26 @@ TIMED = scripts/timed.sh $(RESULTS)/timings.txt
 # Never two kernel builds at once (2 cores): the steps below run one by one.
 .NOTPARALLEL:
 
-.PHONY: run test bench shell deps kernel kernel-plain kernel-debug module module-plain module-debug kmod kmod-plain kmod-debug \
+.PHONY: help run test bench shell deps kernel kernel-plain kernel-debug module module-plain module-debug kmod kmod-plain kmod-debug \
 	rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
+
+help:
+	@echo 'oxe: a software RoCE v2 RDMA device (kernel module + rdma-core provider).'
+	@echo
+	@echo 'The first build needs root on Debian bookworm: it installs Debian packages,'
+	@echo 'then builds two guest kernels (about 10 and 15 minutes on 2 cores) and'
+	@echo 'rdma-core v59 into $(OXE_CACHE), outside the clone.'
+	@echo
+	@echo '  make run      build what is stale, boot a guest, show oxe working'
+	@echo '  make test     every test: host checks, then the guest suites (about 30 min)'
+	@echo '  make shell    a guest shell with oxe loaded, for trying things by hand'
+	@echo '                (OXE_KERNEL=debug make shell: on the KASAN + lockdep kernel)'
+	@echo '  make bench    oxe against rxe in one guest, written to build/results/'
+	@echo '  make check    rustfmt, clippy, the layering check'
+	@echo '  make deps     only install what the build needs'
+	@echo '  make clean    drop build outputs; make distclean also drops $(OXE_CACHE)'
+	@echo
+	@echo 'More: README.md, and qemu-test/vm.sh for the guest modes.'
 
 deps:
 	@scripts/deps.sh
@@ -158,7 +177,7 @@ bench: module-plain provider guest-tools
 # OXE_KERNEL=debug make shell: the same, on the KASAN + lockdep kernel (only
 # that kernel and its module are built).
 OXE_KERNEL ?= plain
-shell: module-$(OXE_KERNEL) provider
+shell: module-$(OXE_KERNEL) provider guest-tools
 	@qemu-test/vm.sh shell $(OXE_KERNEL)
 
 # Adds every test that now passes to qemu-test/expected/ (never removes one).

@@ -8,6 +8,14 @@
 source "$(dirname "$0")/../scripts/lib.sh"
 
 mode=${1:?usage: vm.sh MODE [plain|debug] (vm.sh ab OLD.ko [plain|debug])}
+# The modes are guest/main.sh's (each a case of its own), plus `shell` and
+# `wire` (two guests, whose main.sh modes are wire-oxe and wire-rxe). An
+# unknown one is refused here, before a guest boots for nothing.
+modes=$(grep -oE '^[a-z-]+( \| [a-z-]+)*\)$' "$OXE_TOP/qemu-test/guest/main.sh" | tr -d ')|' | xargs)
+case " $modes shell wire " in
+*" $mode "*) ;;
+*) die "unknown mode '$mode'; the modes: $modes shell wire" ;;
+esac
 # `ab` takes the other build of oxe.ko first: it and this checkout's take
 # turns in one guest (guest/suites/ab.sh).
 if [ "$mode" = ab ]; then
