@@ -364,9 +364,8 @@ static void list_layout(void)
 	debugfs_says(mk, want, 3, "a configured list");
 	rdma_says(mk, "drv_indirect list", "a configured list");
 	rdma_says(mk, "drv_indirect_entries 3", "a configured list");
-	snprintf(line, sizeof(line), "drv_entry2 key %#010x addr %#lx len 9 skip 0", mtb->lkey,
-		 (unsigned long)(uintptr_t)tb + 0x201);
-	rdma_says(mk, line, "a configured list");
+	/* netlink goes to unprivileged callers too: lengths, never keys or addresses. */
+	rdma_says(mk, "drv_entry2 len 9 skip 0", "a configured list");
 	/* Configured twice without an invalidate: the key is not Free. */
 	CHECK(configure_list(mk, rw, e, 3) == IBV_WC_MW_BIND_ERR,
 	      "configuring a Valid key again did not fail with a memory management error");
