@@ -131,9 +131,10 @@ guest-tools: provider
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -DWITH_OXEDV -o build/rc_xfer_mkey \
 		qemu-test/clients/rc_xfer.c -Iprovider/include -I$$rc/build/include -L$$rc/build/lib \
 		-l:liboxe-rdmav59.so -lrdmacm -libverbs -Wl,-rpath,$$rc/build/lib
-	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/mkey_qp \
-		qemu-test/clients/mkey_qp.c -Iprovider/include -I$$rc/build/include \
-		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib
+	@rc=$(RDMA_CORE_DIR) && for t in mkey_qp mkey_inflight; do \
+		gcc -O2 -Wall -Wextra -o build/$$t qemu-test/clients/$$t.c -Iprovider/include \
+		-I$$rc/build/include -L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs \
+		-Wl,-rpath,$$rc/build/lib || exit 1; done
 
 run: module-plain provider
 	@qemu-test/vm.sh run plain

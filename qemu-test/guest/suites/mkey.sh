@@ -37,3 +37,20 @@ suite_mkey_wire() { # oxe-dev peer-dev
     rdma_reset
     return $rc
 }
+
+# An invalidation stops a WRITE in flight through an indirect key, even when
+# the key is configured again, under the same key, before the WRITE's next
+# packet (qemu-test/clients/mkey_inflight.c). The peer is rxe, which sends
+# each packet on its own, on a link shaped to 4 kbit/s: its two packets of
+# 1 KiB arrive about two seconds apart.
+suite_mkey_inflight() { # oxe-dev peer-dev
+    local a=$1 b=$2 rc
+    [ -x "$OXE_TOP/build/mkey_inflight" ] || { echo "build/mkey_inflight missing: 'make guest-tools'"; return 1; }
+    pair_setup "$a" "$b" || return 1
+    ip netns exec peer tc qdisc add dev veth1 root netem rate 4kbit || return 1
+    timeout 120 "$OXE_TOP/build/mkey_inflight" "$a" "$GID_A" "$b" "$GID_B"
+    rc=$?
+    ip netns exec peer tc qdisc del dev veth1 root
+    rdma_reset || rc=1
+    return $rc
+}
