@@ -74,6 +74,13 @@ pub(crate) struct Mr {
     /// An indirect key: accesses following its layout right now
     /// (`indirect::Walking`), which an invalidation waits for.
     walkers: AtomicU32,
+    /// Invalidations so far. A message names its target once, at its first
+    /// packet, and its later packets go on only while this is unchanged:
+    /// an indirect key keeps its key through LOCAL_INV and a new
+    /// configuration, and a fast-registration MR may get its old key back,
+    /// yet neither may carry a message begun before into what the key
+    /// names now (IBTA 10.6.7: an invalidated key grants nothing more).
+    era: AtomicU32,
 }
 
 struct MrState {
@@ -187,6 +194,11 @@ impl crate::keys::Keyed for Mr {
 impl Mr {
     pub(crate) fn lkey(&self) -> u32 {
         self.key.load(Ordering::Acquire)
+    }
+
+    /// The invalidations so far (see the field).
+    pub(crate) fn era(&self) -> u32 {
+        self.era.load(Ordering::Acquire)
     }
 
     fn keys(&self, st: &MrState) -> MrKeys {
@@ -705,6 +717,7 @@ impl Mr {
                 rereg <- kernel::new_mutex!(()),
                 faults: crate::odp::FaultStats::default(),
                 walkers: AtomicU32::new(0),
+                era: AtomicU32::new(0),
             }),
             GFP_KERNEL,
         )?;

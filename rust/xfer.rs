@@ -441,13 +441,21 @@ pub(crate) struct Target {
     /// addresses map to the MR's by adding `shift` (wrapping; zero-based
     /// windows start at 0).
     window: Option<u64>,
+    /// The MR's era ([`Mr::era`]) when the key was resolved.
+    era: u32,
 }
 
 impl Target {
+    fn new(mr: Arc<Mr>, window: Option<u64>) -> Self {
+        let era = mr.era();
+        Target { mr, window, era }
+    }
+
     /// Whether `other` reaches the same memory the same way: the same MR,
-    /// directly or through a window with the same translation.
+    /// not invalidated in between, directly or through a window with the
+    /// same translation.
     pub(crate) fn same(&self, other: &Target) -> bool {
-        Arc::ptr_eq(&self.mr, &other.mr) && self.window == other.window
+        Arc::ptr_eq(&self.mr, &other.mr) && self.era == other.era && self.window == other.window
     }
 
     /// Whether `rkey`, which resolved to this target when its message
@@ -456,10 +464,12 @@ impl Target {
     /// nothing more.
     ///
     /// Through an MR's own key, what can change is the MR's state (a
-    /// dereg, an invalidation, a rereg of its PD, rights or range) and its
+    /// dereg, an invalidation, a rereg of its PD, rights or range), its
     /// key (a fast registration after an invalidation, with another
-    /// variant): the access each packet then makes checks the state under
-    /// the MR's lock, so comparing the key is what is left. Looking the
+    /// variant) and what the key names (an indirect key configured again,
+    /// under the same key): the access each packet then makes checks the
+    /// state under the MR's lock, so comparing the key and the era (the
+    /// invalidations, [`Mr::era`]) is what is left. Looking the
     /// key up again instead took the key tables' locks twice per packet
     /// (the windows' first) and the MR's lock once more, for the same
     /// answer. A window's key is resolved again in full: the window may be
@@ -471,7 +481,7 @@ impl Target {
         (va, len, op): (u64, u64, AccessOp),
     ) -> bool {
         if self.window.is_none() {
-            return self.mr.lkey() == rkey;
+            return self.mr.lkey() == rkey && self.mr.era() == self.era;
         }
         r.resolve(rkey, va, len, op).is_ok_and(|t| t.same(self))
     }
@@ -542,15 +552,9 @@ impl Remote<'_> {
         Ok(match self.drv.mw_keys.lookup(rkey) {
             Some(mw) => {
                 let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
-                Target {
-                    mr,
-                    window: Some(iova.wrapping_sub(va)),
-                }
+                Target::new(mr, Some(iova.wrapping_sub(va)))
             }
-            None => Target {
-                mr: self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?,
-                window: None,
-            },
+            None => Target::new(self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?, None),
         })
     }
 
@@ -567,7 +571,7 @@ impl Remote<'_> {
     pub(crate) fn resolve_key(&self, rkey: u32, op: AccessOp) -> Result<Target, Denied> {
         let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
         mr.check_rights(self.pd, op)?;
-        Ok(Target { mr, window: None })
+        Ok(Target::new(mr, None))
     }
 
     /// Writes `data` at `va` through `t` (checked again, under the MR

@@ -192,6 +192,9 @@ pub(crate) fn invalidate(
         return Err(Refused);
     }
     st.free = true;
+    // Before the lock goes: a packet that takes it next sees Free, and
+    // one after a new registration sees another era.
+    mr.era.fetch_add(1, Ordering::AcqRel);
     let layout = st.layout.take();
     drop(st);
     drop(layout);
