@@ -129,11 +129,10 @@ impl OxeDevice {
                 (qp, response, checked, steer, false)
             }
         };
-        if !deferred.backlog_fits(1, response) {
+        if !deferred.reserve_backlog(1, response) {
             crate::counters::inc(&self.counters.rx_dropped);
             return;
         }
-        deferred.backlogged.fetch_add(1, Ordering::AcqRel);
         if steered {
             crate::counters::inc(&self.counters.rx_steered);
         }
@@ -171,7 +170,7 @@ impl OxeDevice {
     pub(crate) fn receive_batch(&self, mut batch: RxPacket, segments: u32) {
         let (stream, whole) = self.batch_plan(&mut batch, segments);
         if let Some(qp) = whole {
-            qp.backlogged.fetch_add(segments, Ordering::AcqRel);
+            // (Its room was taken by `batch_plan`.)
             crate::counters::inc(&self.counters.rx_batch_backlogged);
             batch.set_batch(Batch {
                 next: 0,
@@ -214,7 +213,7 @@ impl OxeDevice {
         }
         let response = p.info.operation == Operation::RdmaReadResponse;
         let whole = self.qps.get(p.bth.dest_qpn).filter(|qp| {
-            (qp.defers(&p, stream) || qp.held()) && qp.backlog_fits(segments, response)
+            (qp.defers(&p, stream) || qp.held()) && qp.reserve_backlog(segments, response)
         });
         (stream, whole)
     }
@@ -309,11 +308,17 @@ impl Qp {
         BACKLOG_MAX + due.min(RESPONSE_BACKLOG_MAX)
     }
 
-    /// Whether the backlog has room for `n` more packets, READ responses
-    /// (`response`) or any other ([`Qp::backlog_room`]).
-    fn backlog_fits(&self, n: u32, response: bool) -> bool {
-        let queued = self.backlogged.load(Ordering::Acquire);
-        queued.saturating_add(n) <= self.backlog_room(response)
+    /// Takes room in the backlog for `n` more packets, READ responses
+    /// (`response`) or any other ([`Qp::backlog_room`]); `false` if there is
+    /// not that much. The check and the count are one atomic step: CPUs
+    /// receiving for one QP at once cannot together take it past its bound.
+    fn reserve_backlog(&self, n: u32, response: bool) -> bool {
+        let room = self.backlog_room(response);
+        self.backlogged
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                queued.checked_add(n).filter(|&total| total <= room)
+            })
+            .is_ok()
     }
 
     /// Whether what the QP receives now waits in its backlog whatever it
@@ -491,8 +496,9 @@ impl Qp {
     /// unless that was done before it was left there (`checked`).
     fn process_backlogged(&self, drv: &OxeDevice, frame: &Frame<'_>, checked: bool) {
         // (Only a packet of a batch queued whole is parsed here first:
-        // one that does not parse is dropped and counted, as on arrival.)
-        let Some(p) = parse(frame) else {
+        // one that does not parse, or whose payload is past the bound, is
+        // dropped and counted, as every other packet was on arrival.)
+        let Some(p) = parse(frame).filter(|p| p.payload.len() <= MAX_PAYLOAD) else {
             crate::counters::inc(&drv.counters.rx_dropped);
             return;
         };
