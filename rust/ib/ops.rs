@@ -204,9 +204,14 @@ unsafe extern "C" fn dealloc_ucontext<D: Driver>(uctx: *mut b::ib_ucontext) {
     }
 }
 
-/// ib_core zaps every mapping of the context (rdma_user_mmap entries) itself
-/// when the device goes away under an open context; having this op is what
-/// lets it unregister (and rmmod proceed) while contexts are still open.
+/// Having this op is what lets ib_core unregister the device (and rmmod
+/// proceed) while user contexts are still open. Nothing is left to do here
+/// for the rings a process has mapped: ib_core zaps only mappings made
+/// through `rdma_user_mmap_io`, not these, but `remap_vmalloc_range` takes a
+/// reference on every page it maps and leaves no oxe callback in the vma,
+/// so a mapping outlives the device and the module and keeps its pages
+/// until the process unmaps it. Neither the device nor the process then
+/// writes anything the other reads.
 ///
 /// # Safety
 ///
