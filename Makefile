@@ -30,7 +30,7 @@ help:
 	@echo 'oxe: a software RoCE v2 RDMA device (kernel module + rdma-core provider).'
 	@echo
 	@echo 'The first build needs root on Debian bookworm: it installs Debian packages,'
-	@echo 'then builds two guest kernels (about 10 and 15 minutes on 2 cores) and'
+	@echo 'then builds two guest kernels (15 to 20 minutes each on 2 cores) and'
 	@echo 'rdma-core v59 into $(OXE_CACHE), outside the clone.'
 	@echo
 	@echo '  make run      build what is stale, boot a guest, show oxe working'
@@ -94,6 +94,7 @@ check: rdma-core
 	done
 	@rustfmt --edition 2021 --check $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
 	@python3 scripts/check_layers.py .
+	@python3 scripts/check_man.py .
 
 fmt:
 	@for d in rust/core rust/core/fuzz provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
@@ -173,7 +174,7 @@ bench: module-plain provider guest-tools
 		-Iprovider/include -I$$rc/build/include -L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs \
 		-Wl,-rpath,$$rc/build/lib
 	@qemu-test/vm.sh bench plain
-	@qemu-test/bench/report.py $(RESULTS)
+	@qemu-test/bench/report.py $(RESULTS) docs/benchmarks.md
 
 # OXE_KERNEL=debug make shell: the same, on the KASAN + lockdep kernel (only
 # that kernel and its module are built).
