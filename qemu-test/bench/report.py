@@ -19,7 +19,9 @@ bench-rounds.png plots each perftest figure of both types over the rounds, so
 that a median hiding one wild round shows.
 """
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -494,7 +496,49 @@ def plot_rounds(results, plt):
     fig.savefig(results / "bench-rounds.png", dpi=100)
 
 
-def main(results):
+def provenance():
+    """What a run measured: the commit (and whether the tree had changes),
+    the guest kernel's build tree, and the host."""
+    top = Path(__file__).resolve().parents[2]
+
+    def out(*cmd):
+        try:
+            return subprocess.run(cmd, cwd=top, capture_output=True, text=True,
+                                  timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    cpu = next((l.split(":", 1)[1].strip() for l in
+                Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), "")
+    return {
+        "commit": out("git", "rev-parse", "--short=12", "HEAD"),
+        "tree_changed": bool(out("git", "status", "--porcelain", "--untracked-files=no")),
+        "kernel": Path(out("scripts/kernel.sh", "dir", "plain")).name,
+        "host": {"cpus": os.cpu_count(), "cpu": cpu, "kernel": os.uname().release},
+    }
+
+
+def docs_page(bench, md):
+    """docs/benchmarks.md: the run's provenance, then its tables."""
+    run = bench["run"]
+    head = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`qemu-test/bench/report.py`); do not edit by hand.",
+        "Each figure is oxe against rxe in the same guest and run (TCG, the plain",
+        "kernel); only the ratios mean anything. docs/testing.md says how the run",
+        "is made, docs/history.md what earlier runs measured.",
+        "",
+        f"- commit: `{run['commit']}`{' (with uncommitted changes)' if run['tree_changed'] else ''}",
+        f"- guest kernel: `{run['kernel']}`",
+        f"- host: {run['host']['cpus']} CPUs, {run['host']['cpu'] or 'unknown CPU'},"
+        f" Linux {run['host']['kernel']}",
+        f"- generated: {bench['generated']}",
+        "",
+    ]
+    return "\n".join(head + md) + "\n"
+
+
+def main(results, docs=None):
     results = Path(results)
     prev = load(results / "bench.json")
     mr, perf, touch = mr_section(results), perf_section(results), touch_section(results)
@@ -520,6 +564,7 @@ def main(results):
                 "perftest MB/s are 2^20 bytes per second",
     }
     bench["generated"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    bench["run"] = provenance()
     prev_when = prev and prev.get("generated", "undated")
     bench["regressions"] = regressions(prev, bench) if prev else None
     if prev:
@@ -528,6 +573,8 @@ def main(results):
     md = (markdown(mr, perf, touch, nvmeof) + inline_markdown(inline) + mkey_markdown(mkey)
           + regressions_markdown(bench["regressions"] or [], prev_when))
     (results / "bench.md").write_text("\n".join(md) + "\n")
+    if docs:
+        Path(docs).write_text(docs_page(bench, md))
     print("\n".join(md))
     plt = pyplot()
     if plt:
@@ -537,4 +584,4 @@ def main(results):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))

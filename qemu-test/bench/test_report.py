@@ -55,6 +55,23 @@ class PairedRatios(unittest.TestCase):
             self.assertTrue(row["met"])
 
 
+class DocsPage(unittest.TestCase):
+    def test_docs_page_names_the_run_and_holds_the_tables(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d)
+            (results / "bench-perf-oxe.json").write_text(json.dumps(perf("oxe", write_bw=40)))
+            (results / "bench-perf-rxe.json").write_text(json.dumps(perf("rxe", write_bw=20)))
+            page = results / "benchmarks.md"
+            with contextlib.redirect_stdout(io.StringIO()):
+                report.main(results, page)
+            bench = json.loads((results / "bench.json").read_text())
+            text = page.read_text()
+            self.assertRegex(bench["run"]["commit"], r"^[0-9a-f]{12}$")
+            self.assertIn(f"- commit: `{bench['run']['commit']}`", text)
+            self.assertIn("- guest kernel: `", text)
+            self.assertIn((results / "bench.md").read_text().splitlines()[0], text)
+
+
 class Regressions(unittest.TestCase):
     def test_first_run_has_nothing_to_compare(self):
         with tempfile.TemporaryDirectory() as d:
