@@ -10,14 +10,18 @@ the threat is such a user, and judges by what that user got.
   index, 24 of its 32 bits) to anyone else.
 - Resizing a CQ or an SRQ moves what it holds a bounded step at a time,
   never a copy sized by the queue (up to 16 MiB) with interrupts off.
+- One process's ODP fault that never resolves (a mapping of a file whose
+  FUSE daemon never answers) holds up that process alone: another process
+  on the device goes on faulting, moving data and destroying its QPs.
 - Port 4791: a user who binds the RoCE v2 port of a namespace before oxe
   does must make `rdma link add` fail, not leave oxe listening on one
   address family while the user's socket takes the other's packets.
 """
 import json
 import os
-import socket
+import select
 import subprocess
+import sys
 import time
 import unittest
 
@@ -32,6 +36,8 @@ from pyverbs.wr import RecvWR, SGE
 from pyverbs.libibverbs_enums import ibv_qp_type, ibv_qp_state, ibv_wc_status, ibv_qp_attr_mask
 
 DEV = os.environ.get('OXE_DEV', 'oxe0')
+GID_INDEX = int(os.environ.get('OXE_GID', '1'))
+GUEST = os.path.dirname(os.path.abspath(__file__))
 NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
           '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs']
 ROCE_PORT = 4791
@@ -178,6 +184,155 @@ class ResizeSteps(unittest.TestCase):
         self.assertLessEqual(counter('resize_step_max'), RESIZE_STEP)
         self.assertGreaterEqual(srq.query().max_wr, 4096)
         srq.close()
+
+
+def readline(proc, secs):
+    """A line of `proc`'s output within `secs`, or None."""
+    r, _, _ = select.select([proc.stdout], [], [], secs)
+    return proc.stdout.readline().strip() if r else None
+
+
+# Process A: an ODP MR over a private mapping of the stalled file, and an
+# asynchronous prefetch for writing, which the device's fault then waits
+# on (the file system holds its READ).
+STUCK = """
+import ctypes, mmap, os, sys
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.mr import MR
+from pyverbs.wr import SGE
+from pyverbs.libibverbs_enums import ibv_access_flags as acc, _IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
+dev, path = sys.argv[1:3]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(path, os.O_RDWR)
+size = 1 << 20
+addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
+ctx = Context(name=dev)
+pd = PD(ctx)
+mr = MR(pd, size, acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE | acc.IBV_ACCESS_ON_DEMAND,
+        address=addr)
+pd.advise_mr(_IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, [SGE(addr, 4096, mr.lkey)])
+print('advised', flush=True)
+sys.stdin.read()
+"""
+
+# Process B: two RC QPs of the device connected to each other, an RDMA
+# WRITE of 8 KiB into an ODP MR whose pages nothing has touched (the
+# responder takes its faults), then both QPs destroyed. Prints what it saw.
+OTHER = """
+import ctypes, json, mmap, sys, time
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.mr import MR
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, SendWR
+from pyverbs.libibverbs_enums import (ibv_access_flags as acc, ibv_qp_type, ibv_mtu,
+                                      ibv_wr_opcode, ibv_wc_status)
+dev, gid_index = sys.argv[1], int(sys.argv[2])
+size = 8192
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+ctx = Context(name=dev)
+pd = PD(ctx)
+cq = CQ(ctx, 16)
+pattern = bytes((i * 7 + 3) & 0xff for i in range(size))
+src = MR(pd, size, acc.IBV_ACCESS_LOCAL_WRITE)
+src.write(pattern, size)
+dst = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+odp = MR(pd, size, acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE | acc.IBV_ACCESS_ON_DEMAND,
+         address=dst)
+cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+qa = QP(pd, QPInitAttr(qp_type=ibv_qp_type.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
+qb = QP(pd, QPInitAttr(qp_type=ibv_qp_type.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
+gid = ctx.query_gid(1, gid_index)
+for me, other in ((qa, qb), (qb, qa)):
+    a = QPAttr(port_num=1, path_mtu=ibv_mtu.IBV_MTU_1024)
+    a.qp_access_flags = acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_REMOTE_WRITE
+    a.dest_qp_num = other.qp_num
+    a.timeout, a.retry_cnt, a.rnr_retry, a.min_rnr_timer = 14, 7, 7, 1
+    a.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=gid_index))
+    me.to_rts(a)
+wr = SendWR(wr_id=1, opcode=ibv_wr_opcode.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(src.buf, size, src.lkey)])
+wr.set_wr_rdma(odp.rkey, dst)
+t0 = time.monotonic()
+qa.post_send(wr)
+status = None
+while time.monotonic() - t0 < 20:
+    n, wcs = cq.poll()
+    if n:
+        status = wcs[0].status
+        break
+    time.sleep(0.01)
+write_s = time.monotonic() - t0
+data_ok = status == ibv_wc_status.IBV_WC_SUCCESS and ctypes.string_at(dst, size) == pattern
+t1 = time.monotonic()
+qa.close()
+qb.close()
+print(json.dumps({'status': status, 'data_ok': data_ok, 'write_s': write_s,
+                  'destroy_s': time.monotonic() - t1}), flush=True)
+"""
+
+
+class OdpIsolation(unittest.TestCase):
+    MNT = '/tmp/oxe-stall'
+
+    def setUp(self):
+        os.makedirs(self.MNT, exist_ok=True)
+        py = '/usr/bin/python3'
+        self.stall = subprocess.Popen([py, os.path.join(GUEST, 'fuse_stall.py'), self.MNT],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.stuck = None
+        self.assertEqual(readline(self.stall, 30), 'ready', 'the FUSE file system did not come up')
+        self.stuck = subprocess.Popen([py, '-c', STUCK, DEV, os.path.join(self.MNT, 'data')],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.assertEqual(readline(self.stuck, 30), 'advised', 'process A could not advise')
+        # The device's fault for A now waits on a READ the file system holds.
+        self.assertEqual(readline(self.stall, 30), 'held', 'no fault reached the file system')
+
+    def release(self):
+        """The file system answers A's READ, A's fault ends and A exits;
+        then the file system goes."""
+        if self.stall.poll() is None and not self.stall.stdin.closed:
+            self.stall.stdin.close()
+            self.assertEqual(readline(self.stall, 30), 'answered')
+        if self.stuck and self.stuck.poll() is None:
+            self.stuck.stdin.close()
+            self.stuck.wait(timeout=60)
+        subprocess.run(['umount', '-l', self.MNT], capture_output=True)
+        self.stall.terminate()
+        self.stall.wait(timeout=30)
+
+    def tearDown(self):
+        self.release()
+
+    def test_stuck_fault_holds_up_its_process_alone(self):
+        """While A's fault waits for good, B faults, moves its data and
+        destroys its QPs as if A were not there."""
+        other = subprocess.Popen(['/usr/bin/python3', '-c', OTHER, DEV, str(GID_INDEX)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = other.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # B is stuck behind A's fault (in D state: it cannot be killed
+            # until the fault ends). Let the file system go, then B.
+            self.release()
+            other.kill()
+            out, err = other.communicate(timeout=120)
+            self.fail(f'process B did not finish in 60 s while A\'s fault hung; after A was '
+                      f'let go it said: {out.strip()} {err.strip()[-400:]}')
+        self.assertEqual(other.returncode, 0, err[-800:])
+        got = json.loads(out)
+        print(f'process B: {got}')
+        self.assertEqual(got['status'], 0, f'B\'s WRITE did not complete: {got}')
+        self.assertTrue(got['data_ok'], f'B\'s bytes did not land: {got}')
+        self.assertLess(got['destroy_s'], 1.0, f'B\'s QPs took long to destroy: {got}')
+        # A's fault still waits: the file system still holds its READ.
+        self.assertIsNone(self.stall.poll())
 
 
 def ns_exec(*cmd):
