@@ -15,7 +15,7 @@ use crate::oxe_core::Key;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::str::CStr;
-use kernel::sync::{Arc, Mutex, SetOnce};
+use kernel::sync::{Arc, SetOnce};
 
 use crate::bindings as b;
 use crate::ib::av::Ah;
@@ -28,7 +28,7 @@ use crate::table::Table;
 
 impl WorkFn for OxeDevice {
     fn run(&self) {
-        self.run_faults();
+        self.run_faults(None);
     }
 }
 
@@ -59,10 +59,8 @@ pub(crate) struct OxeDevice {
     /// The device's own work: ODP faults (`crate::odp`), cancelled as the
     /// receive queue's drain is.
     fault_work: SetOnce<Work>,
-    /// ODP faults the data path queued for the work.
-    pub(crate) faults: Pin<KBox<SpinLockBh<KVec<crate::odp::Fault>>>>,
-    /// Held by whoever runs the queued faults (`crate::odp`).
-    pub(crate) fault_runner: Pin<KBox<Mutex<()>>>,
+    /// ODP faults the data path queued, and those running (`crate::odp`).
+    pub(crate) faults: Pin<KBox<SpinLockBh<crate::odp::FaultQueue>>>,
     /// Live QPs by number.
     pub(crate) qps: Pin<KBox<Table<Qp>>>,
     /// Multicast groups and the UD QPs attached to them.
@@ -99,9 +97,8 @@ pub(crate) fn new_link(name: &CStr, ndev: NetDev) -> Result {
         OxeDevice {
             rxq: SetOnce::new(),
             fault_work: SetOnce::new(),
-            faults: KBox::pin_init(new_spinlock_bh!(KVec::new(), "oxe_odp_faults"), GFP_KERNEL)?,
-            fault_runner: KBox::pin_init(
-                kernel::new_mutex!((), "oxe_odp_fault_runner"),
+            faults: KBox::pin_init(
+                new_spinlock_bh!(crate::odp::FaultQueue::default(), "oxe_odp_faults"),
                 GFP_KERNEL,
             )?,
             qps: KBox::pin_init(Table::new(2, Key::MAX_INDEX), GFP_KERNEL)?,

@@ -68,6 +68,11 @@ pub(crate) struct Mr {
     /// Serializes reregs, which read the state, pin, then commit.
     #[pin]
     rereg: Mutex<()>,
+    /// Held by the fault of this MR running now (`crate::odp`), which may
+    /// wait for good on a page that never comes: only this MR's faults,
+    /// and its PD's QPs that wait for them, ever take it.
+    #[pin]
+    pub(crate) fault_lock: Mutex<()>,
     /// What the driver did for the MR's ODP memory: faults the data path
     /// deferred and how long they waited, prefetches.
     pub(crate) faults: crate::odp::FaultStats,
@@ -715,6 +720,7 @@ impl Mr {
                 indirect,
                 state <- new_spinlock_bh!(st),
                 rereg <- kernel::new_mutex!(()),
+                fault_lock <- kernel::new_mutex!((), "oxe_mr_fault"),
                 faults: crate::odp::FaultStats::default(),
                 walkers: AtomicU32::new(0),
                 era: AtomicU32::new(0),

@@ -28,10 +28,22 @@
 //! its message (of the SGE, or of the RDMA WRITE), up to [`AHEAD_MAX`],
 //! best effort: one miss per message, not one per packet.
 //!
-//! The faults run in the device's work item, in process context. A range
-//! with nothing mapped is marked failed, and the access that wanted it
-//! then fails as one outside the MR does: a remote access NAK, or a local
-//! protection error.
+//! The faults run in process context: a QP's backlog drain or its work
+//! runs those of its own PD, and the device's work item runs whatever is
+//! left (prefetches, and misses whose QP has not come for them yet). A
+//! range with nothing mapped is marked failed, and the access that wanted
+//! it then fails as one outside the MR does: a remote access NAK, or a
+//! local protection error.
+//!
+//! A fault can wait for good: the page may be a file's whose server never
+//! answers (FUSE, NFS), and a fault taken for a device is not interrupted
+//! by any signal. So nothing that another PD's traffic needs may wait
+//! behind a fault: no device-wide runner, and a queue bounded per PD. A
+//! fault holds only its MR's fault lock, which only faults of that MR, and
+//! the drains of that MR's PD waiting for them, take; a QP's drain runs
+//! and waits for its own PD's faults alone. A fault that never ends then
+//! holds up its own process's traffic on that PD, and the device's work
+//! item, which only prefetches and stragglers rely on.
 //!
 //! `ibv_advise_mr` prefetches through the same faults, now or from the
 //! work item.
@@ -100,6 +112,8 @@ impl FaultStats {
 /// A range a data-path access found untranslated.
 pub(crate) struct Fault {
     mr: Arc<Mr>,
+    /// The PD of the access that missed (the MR's): whose QPs run it.
+    pd: PdId,
     iova: u64,
     len: u64,
     /// Bytes past the range that the access's message goes on to need:
@@ -119,18 +133,38 @@ pub(crate) struct Fault {
 /// lands in costs no more than this.
 const AHEAD_MAX: u64 = 1 << 20;
 
-/// Faults waiting for the device's work. Bounded: a request whose fault
-/// was not queued asks again when it is retried.
-const MAX_PENDING: usize = 64;
+/// Faults of one PD waiting to run. Bounded: a request whose fault was not
+/// queued asks again when it is retried. Per PD, so that a PD whose faults
+/// never end leaves room for every other's.
+const MAX_PENDING_PER_PD: usize = 64;
+
+/// Faults waiting in all: a bound on the queue's memory (each is a few
+/// dozen bytes), far above what the device's PDs need at once.
+const MAX_PENDING: usize = 4096;
+
+/// The device's ODP faults: those waiting to run, and the MRs whose fault
+/// runs right now, by PD.
+#[derive(Default)]
+pub(crate) struct FaultQueue {
+    pending: KVec<Fault>,
+    running: KVec<(PdId, Arc<Mr>)>,
+}
 
 impl OxeDevice {
     /// Queues a fault of `[iova, iova + len)` of `mr` (for writing if
     /// `write`) for the device's work, and read-ahead of the `ahead` bytes
     /// after it that the access's message goes on to touch. Any context.
-    pub(crate) fn fault_later(&self, mr: &Arc<Mr>, iova: u64, len: u64, ahead: u64, write: bool) {
+    pub(crate) fn fault_later(
+        &self,
+        mr: &Arc<Mr>,
+        pd: PdId,
+        (iova, len, ahead): (u64, u64, u64),
+        write: bool,
+    ) {
         inc(&self.counters.odp_faults);
         self.queue_fault(Fault {
             mr: mr.clone(),
+            pd,
             iova,
             len,
             ahead: ahead.min(AHEAD_MAX),
@@ -142,14 +176,18 @@ impl OxeDevice {
 
     fn queue_fault(&self, f: Fault) {
         {
-            let mut q = self.faults.lock();
+            let mut queue = self.faults.lock();
+            let q = &mut queue.pending;
             let same = |p: &Fault| {
                 Arc::ptr_eq(&p.mr, &f.mr)
                     && p.iova == f.iova
                     && p.len == f.len
                     && p.write == f.write
             };
-            if q.iter().any(same) || q.len() >= MAX_PENDING {
+            if q.iter().any(same)
+                || q.len() >= MAX_PENDING
+                || q.iter().filter(|p| p.pd == f.pd).count() >= MAX_PENDING_PER_PD
+            {
                 return;
             }
             // Counted before the work can run it.
@@ -169,31 +207,70 @@ impl OxeDevice {
         }
     }
 
-    /// Takes the queued faults; process context (the device's work, or a
-    /// backlog's drain that needs its packet's fault done). One runner at
-    /// a time: a drain that comes while the work is in the middle of a
-    /// fault waits for it, rather than find the queue empty and try its
+    /// Runs the queued faults of PD `pd`, or of every PD for the device's
+    /// work (`None`); process context. A PD's caller (a backlog's drain
+    /// that needs its packet's fault done, a requester whose gather
+    /// missed) then also waits for its PD's faults that another caller
+    /// is in the middle of, rather than find the queue empty and try its
     /// packet again too early (which would drop it).
-    pub(crate) fn run_faults(&self) {
-        let _one = self.fault_runner.lock();
+    pub(crate) fn run_faults(&self, pd: Option<PdId>) {
+        let mine = |p: PdId| pd.is_none_or(|pd| pd == p);
         loop {
             // (Not `while let`: its scrutinee's guard would be held across
             // the fault, which sleeps.)
-            let next = self.faults.lock().pop();
+            let next = {
+                let mut queue = self.faults.lock();
+                let at = queue.pending.iter().position(|f| mine(f.pd));
+                let f = at.and_then(|i| queue.pending.remove(i).ok());
+                if let Some(f) = &f {
+                    // Untracked if there is no memory for it: a drain of
+                    // its PD then may not wait for it, and its packet, if
+                    // it misses again, takes the RNR path.
+                    let _ = queue.running.push((f.pd, f.mr.clone()), GFP_ATOMIC);
+                }
+                f
+            };
             let Some(f) = next else { break };
-            // A range with nothing mapped is marked failed (crate::ib::odp),
-            // and the access that wanted it then fails as a bad address
-            // would; another failure leaves it untranslated, to try again.
-            // (Through an indirect key, the MRs its layout names fault.)
-            use crate::mr::indirect::fault;
-            let r = fault(self, &f.mr, f.iova, f.len, f.write, f.mode);
-            if r.is_ok() && f.ahead != 0 {
-                let at = f.iova + f.len;
-                let _ = fault(self, &f.mr, at, f.ahead, f.write, FaultMode::Ahead);
+            {
+                let _one = f.mr.fault_lock.lock();
+                // A range with nothing mapped is marked failed
+                // (crate::ib::odp), and the access that wanted it then
+                // fails as a bad address would; another failure leaves it
+                // untranslated, to try again. (Through an indirect key,
+                // the MRs its layout names fault.)
+                use crate::mr::indirect::fault;
+                let r = fault(self, &f.mr, f.iova, f.len, f.write, f.mode);
+                if r.is_ok() && f.ahead != 0 {
+                    let at = f.iova + f.len;
+                    let _ = fault(self, &f.mr, at, f.ahead, f.write, FaultMode::Ahead);
+                }
+                // Off the list before the lock goes, so that whoever
+                // waited on the lock for it does not find it again.
+                let mut queue = self.faults.lock();
+                let done = |(p, mr): &(PdId, Arc<Mr>)| *p == f.pd && Arc::ptr_eq(mr, &f.mr);
+                if let Some(i) = queue.running.iter().position(done) {
+                    let _ = queue.running.remove(i);
+                }
             }
             if let Some(t) = f.missed {
                 f.mr.faults.waited(t);
             }
+        }
+        let Some(pd) = pd else { return };
+        // Faults of this PD that another caller runs now: each waited for
+        // by taking its MR's fault lock, which its runner holds until it
+        // has taken it off the list.
+        loop {
+            let busy = {
+                let queue = self.faults.lock();
+                queue
+                    .running
+                    .iter()
+                    .find(|(p, _)| *p == pd)
+                    .map(|(_, mr)| mr.clone())
+            };
+            let Some(mr) = busy else { break };
+            drop(mr.fault_lock.lock());
         }
     }
 
@@ -227,6 +304,7 @@ impl OxeDevice {
             } else {
                 self.queue_fault(Fault {
                     mr,
+                    pd,
                     iova: addr,
                     len,
                     ahead: 0,

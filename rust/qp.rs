@@ -702,7 +702,7 @@ impl Qp {
             if faulted {
                 // Process context, no lock held: the fault runs here, and the
                 // WQE goes out again as soon as it is done.
-                drv.run_faults();
+                drv.run_faults(Some(self.pd));
                 self.kick();
             } else if left == 0 {
                 // The budget is spent with more to send: after other work.

@@ -512,7 +512,7 @@ impl Qp {
         // response is dropped (UC then drops the rest of its message; an
         // RC requester asks again).
         if self.process(drv, &p, false) {
-            drv.run_faults();
+            drv.run_faults(Some(self.pd));
             if self.process(drv, &p, true) {
                 crate::counters::inc(&drv.counters.rx_dropped);
             }

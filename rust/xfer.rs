@@ -291,7 +291,8 @@ impl Local<'_> {
         match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) if e == EAGAIN => {
-                self.drv.fault_later(mr, addr, n as u64, ahead, write);
+                self.drv
+                    .fault_later(mr, self.pd, (addr, n as u64, ahead), write);
                 Err(LocalErr::Fault)
             }
             _ => Err(LocalErr::Prot),
@@ -633,7 +634,7 @@ impl Remote<'_> {
             Ok(v) => Ok(v),
             Err(e) if e == EAGAIN => {
                 self.drv
-                    .fault_later(&t.mr, t.mr_iova(va), len, ahead, write);
+                    .fault_later(&t.mr, self.pd, (t.mr_iova(va), len, ahead), write);
                 Err(Denied::Fault)
             }
             Err(_) => Err(other),
