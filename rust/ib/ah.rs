@@ -50,8 +50,8 @@ pub(super) unsafe extern "C" fn create_ah<D: Driver>(
         } else {
             GFP_KERNEL
         };
-        // SAFETY: the AH's PD, set by ib_core.
-        let pd = PdId::of(unsafe { (*ibah).pd });
+        // SAFETY: the AH's PD, set by ib_core, a PD of this device.
+        let pd = unsafe { PdId::of((*ibah).pd) };
         let ah = Arc::new(Ah { av, pd }, flags)?;
         let mut num = 0;
         if !udata.is_null() {

@@ -171,7 +171,9 @@ pub(super) unsafe extern "C" fn alloc_mr<D: Driver>(
         };
         // SAFETY: a PD of this device, held by ib_core for the call.
         let (_, drv) = unsafe { dev_of::<D>((*pd).device) }?;
-        let (mr, keys) = D::Mr::alloc_fast(drv, PdId::of(pd), max_num_sg, gaps)?;
+        // SAFETY: as above.
+        let pd = unsafe { PdId::of(pd) };
+        let (mr, keys) = D::Mr::alloc_fast(drv, pd, max_num_sg, gaps)?;
         alloc(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
             D::Mr::withdraw(drv, &mr);
         })
@@ -336,7 +338,8 @@ pub(super) unsafe extern "C" fn reg_user_mr<D: Driver>(
         // SAFETY: a PD of this device, held by ib_core for the call.
         let (dev, drv) = unsafe { dev_of::<D>((*pd).device) }?;
         let req = RegUser {
-            pd: PdId::of(pd),
+            // SAFETY: as above.
+            pd: unsafe { PdId::of(pd) },
             start,
             length,
             iova,
@@ -378,7 +381,9 @@ pub(super) unsafe extern "C" fn rereg_user_mr<D: Driver>(
             length,
             iova,
             access: access as u32,
-            pd: PdId::of(pd),
+            // SAFETY: the new PD (IB_MR_REREG_PD), held by uverbs for the
+            // call, or null.
+            pd: unsafe { PdId::of(pd) },
         };
         // SAFETY: the call's udata.
         let udata = unsafe { UData::new(udata) };
@@ -454,7 +459,8 @@ pub(super) unsafe extern "C" fn advise_mr<D: Driver>(
             fault,
             sync: flags & flush != 0,
         };
-        drv.advise_mr(PdId::of(pd), &ranges, advice)
+        // SAFETY: the call's PD, a PD of this device held by uverbs.
+        drv.advise_mr(unsafe { PdId::of(pd) }, &ranges, advice)
     })();
     to_c_int(r)
 }

@@ -46,7 +46,9 @@ pub(super) unsafe extern "C" fn alloc_mw<D: Driver>(
         let (_, drv) = unsafe { dev_of::<D>(ib.device) }?;
         // ib_core refuses other types before calling; an unknown one is EINVAL.
         let ty = MwType::from_ib(ib.type_).ok_or(EINVAL)?;
-        let mw = D::Mw::alloc(drv, PdId::of(ib.pd), ty)?;
+        // SAFETY: the window's PD, set by ib_core, a PD of this device.
+        let pd = unsafe { PdId::of(ib.pd) };
+        let mw = D::Mw::alloc(drv, pd, ty)?;
         ib.rkey = mw.rkey();
         // SAFETY: its create verb, with no object yet.
         unsafe { MwObj::<D>::set(ibmw, mw, ()) };

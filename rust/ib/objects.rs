@@ -93,20 +93,53 @@ pub(super) struct UctxObj {
     ib: b::ib_ucontext,
 }
 
-/// A protection domain. The driver keeps no state in it: an MR names its
-/// PD by identity ([`PdId`]).
+/// A protection domain. The driver keeps no state in it but its serial:
+/// an MR names its PD by identity ([`PdId`]).
 #[repr(C)]
 pub(super) struct PdObj {
     ib: b::ib_pd,
+    serial: u64,
 }
 
-/// A PD's identity, for checks like "same PD" on the data path.
+/// The serial the next PD gets; 0 is no PD's.
+static PD_SERIAL: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
+impl PdObj {
+    /// Gives a PD ib_core just allocated its serial.
+    ///
+    /// # Safety
+    ///
+    /// `pd` is a PD of this driver's devices (a `PdObj`, by `set_sizes`),
+    /// not yet in use by anyone else.
+    pub(super) unsafe fn number(pd: *mut b::ib_pd) {
+        let serial = PD_SERIAL.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        // SAFETY: per the caller, a `PdObj` only this call uses.
+        unsafe { (*pd.cast::<PdObj>()).serial = serial };
+    }
+}
+
+/// A PD's identity, for checks like "same PD" on the data path: a serial
+/// number the PD got when it was allocated, never reused. (Its address is
+/// reused as soon as it is freed: a fault or a check that outlives a PD
+/// must not take a later one for it.)
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct PdId(usize);
+pub(crate) struct PdId(u64);
 
 impl PdId {
-    pub(super) fn of(pd: *const b::ib_pd) -> Self {
-        PdId(pd as usize)
+    /// A value no PD has.
+    pub(crate) const NONE: PdId = PdId(0);
+
+    /// `pd`'s identity; for a null `pd`, [`PdId::NONE`].
+    ///
+    /// # Safety
+    ///
+    /// `pd` is null or a PD of this driver's devices, alive for the call.
+    pub(super) unsafe fn of(pd: *const b::ib_pd) -> Self {
+        if pd.is_null() {
+            return PdId::NONE;
+        }
+        // SAFETY: per the caller, a live `PdObj`, numbered when allocated.
+        PdId(unsafe { (*pd.cast::<PdObj>()).serial })
     }
 }
 

@@ -224,6 +224,10 @@ unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
 unsafe extern "C" fn alloc_pd<D: Driver>(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: a core-allocated PD of this device.
     let r = unsafe { dev_of::<D>((*pd).device) }.and_then(|(_, drv)| drv.alloc_pd());
+    if r.is_ok() {
+        // SAFETY: the PD ib_core allocated for this call, not yet published.
+        unsafe { super::objects::PdObj::number(pd) };
+    }
     to_c_int(r)
 }
 

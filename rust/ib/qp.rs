@@ -175,8 +175,9 @@ pub(super) unsafe extern "C" fn create_qp<D: Driver>(
         };
         let init = QpInit {
             ty,
-            // SAFETY: the QP's PD, set by ib_core before the call.
-            pd: PdId::of(unsafe { (*ibqp).pd }),
+            // SAFETY: the QP's PD, set by ib_core before the call, a PD of
+            // this device that the QP holds.
+            pd: unsafe { PdId::of((*ibqp).pd) },
             send_cq,
             recv_cq,
             srq,

@@ -84,8 +84,9 @@ pub(super) unsafe extern "C" fn create_srq<D: Driver>(
             return Err(EOPNOTSUPP);
         }
         let init = SrqInit {
-            // SAFETY: the SRQ's PD, set by ib_core.
-            pd: PdId::of(unsafe { (*ibsrq).pd }),
+            // SAFETY: the SRQ's PD, set by ib_core, a PD of this device
+            // that the SRQ holds.
+            pd: unsafe { PdId::of((*ibsrq).pd) },
             max_wr: a.attr.max_wr,
             max_sge: a.attr.max_sge,
             limit: a.attr.srq_limit,
