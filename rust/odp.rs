@@ -138,9 +138,69 @@ const AHEAD_MAX: u64 = 1 << 20;
 /// never end leaves room for every other's.
 const MAX_PENDING_PER_PD: usize = 64;
 
-/// Faults waiting in all: a bound on the queue's memory (each is a few
-/// dozen bytes), far above what the device's PDs need at once.
-const MAX_PENDING: usize = 4096;
+/// Faults waiting in all: a bound on the queue's memory and on the scans
+/// of it, which run in softirq.
+const MAX_PENDING: usize = 1024;
+
+/// PDs a full queue looks at for one to give up a fault ([`admit`]).
+const EVICT_CANDIDATES: usize = 8;
+
+/// Puts `f` in the queue `q` unless it is there already or its PD has
+/// [`MAX_PENDING_PER_PD`] waiting; gives it back if refused. A full queue
+/// makes room by evicting the oldest fault of a PD with more waiting than
+/// `f`'s (among the first [`EVICT_CANDIDATES`] PDs it holds), so that
+/// PDs whose faults never run cannot keep every other out: returns the
+/// evicted fault, whose access asks again when it is retried.
+fn admit(q: &mut KVec<Fault>, f: Fault) -> Result<Option<Fault>, Fault> {
+    let same = |p: &Fault| {
+        Arc::ptr_eq(&p.mr, &f.mr) && p.iova == f.iova && p.len == f.len && p.write == f.write
+    };
+    let waiting = |pd: PdId| q.iter().filter(|p| p.pd == pd).count();
+    let ours = waiting(f.pd);
+    if ours >= MAX_PENDING_PER_PD || q.iter().any(same) {
+        return Err(f);
+    }
+    let mut evicted = None;
+    if q.len() >= MAX_PENDING {
+        let mut seen = [PdId::NONE; EVICT_CANDIDATES];
+        let mut looked = 0;
+        let mut victim = None;
+        for (i, p) in q.iter().enumerate() {
+            if looked == EVICT_CANDIDATES {
+                break;
+            }
+            if seen[..looked].contains(&p.pd) {
+                continue;
+            }
+            seen[looked] = p.pd;
+            looked += 1;
+            if waiting(p.pd) > ours + 1 {
+                victim = Some(i);
+                break;
+            }
+        }
+        let Some(i) = victim else { return Err(f) };
+        evicted = q.remove(i).ok();
+        if let Some(e) = evicted.as_ref().filter(|e| e.missed.is_some()) {
+            e.mr.faults.deferred.fetch_sub(1, Ordering::Relaxed);
+        }
+    } else if q.reserve(1, GFP_ATOMIC).is_err() {
+        return Err(f);
+    }
+    // Counted before the work can run it.
+    if f.missed.is_some() {
+        f.mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
+    }
+    // Room was made above: this push does not allocate.
+    if let Err(e) = q.push_within_capacity(f) {
+        let f = e.0;
+        if f.missed.is_some() {
+            f.mr.faults.deferred.fetch_sub(1, Ordering::Relaxed);
+        }
+        return Err(f);
+    }
+    Ok(evicted)
+}
 
 /// The device's ODP faults: those waiting to run, and the MRs whose fault
 /// runs right now, by PD.
@@ -175,35 +235,21 @@ impl OxeDevice {
     }
 
     fn queue_fault(&self, f: Fault) {
-        {
+        // A fault left unqueued (refused, or evicted for this one) is dropped
+        // after the lock goes: the last reference to an MR may go with it,
+        // and an MR's drop may sleep.
+        let (queued, unqueued) = {
             let mut queue = self.faults.lock();
-            let q = &mut queue.pending;
-            let same = |p: &Fault| {
-                Arc::ptr_eq(&p.mr, &f.mr)
-                    && p.iova == f.iova
-                    && p.len == f.len
-                    && p.write == f.write
-            };
-            if q.iter().any(same)
-                || q.len() >= MAX_PENDING
-                || q.iter().filter(|p| p.pd == f.pd).count() >= MAX_PENDING_PER_PD
-            {
-                return;
+            match admit(&mut queue.pending, f) {
+                Ok(evicted) => (true, evicted),
+                Err(f) => (false, Some(f)),
             }
-            // Counted before the work can run it.
-            let miss = f.missed.is_some().then(|| f.mr.clone());
-            if let Some(mr) = &miss {
-                mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
+        };
+        drop(unqueued);
+        if queued {
+            if let Some(w) = self.fault_work() {
+                w.queue();
             }
-            if q.push(f, GFP_ATOMIC).is_err() {
-                if let Some(mr) = &miss {
-                    mr.faults.deferred.fetch_sub(1, Ordering::Relaxed);
-                }
-                return;
-            }
-        }
-        if let Some(w) = self.fault_work() {
-            w.queue();
         }
     }
 
