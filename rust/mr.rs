@@ -79,12 +79,14 @@ pub(crate) struct Mr {
     /// An indirect key: accesses following its layout right now
     /// (`indirect::Walking`), which an invalidation waits for.
     walkers: AtomicU32,
-    /// Invalidations so far. A message names its target once, at its first
-    /// packet, and its later packets go on only while this is unchanged:
-    /// an indirect key keeps its key through LOCAL_INV and a new
-    /// configuration, and a fast-registration MR may get its old key back,
-    /// yet neither may carry a message begun before into what the key
-    /// names now (IBTA 10.6.7: an invalidated key grants nothing more).
+    /// Invalidations and reregs so far. A message names its target once,
+    /// at its first packet, and its later packets go on only while this is
+    /// unchanged: an indirect key keeps its key through LOCAL_INV and a new
+    /// configuration, a fast-registration MR may get its old key back, and
+    /// a rereg keeps the key, yet none may carry a message begun before
+    /// into what the key names now (IBTA 10.6.7: an invalidated key grants
+    /// nothing more). Moved on under the state lock, and compared under it
+    /// by every access of such a message.
     era: AtomicU32,
 }
 
@@ -323,12 +325,23 @@ impl Mr {
         iova: u64,
         len: u64,
         op: AccessOp,
-        check_rights: bool,
+        (check_rights, era): (bool, Option<u32>),
         f: impl FnOnce(&Memory, u64) -> Result<R>,
     ) -> core::result::Result<Result<R>, Denied> {
         let st = self.state.lock();
+        self.same_era(era)?;
         let off = st.check(pd, iova, len, op, check_rights)?;
         Ok(f(&st.pages.mem, off))
+    }
+
+    /// `Err` unless the MR is in era `era` (if given): read under the state
+    /// lock, under which an invalidation moves it on, so an access that
+    /// passes cannot meet what the key names after a later invalidation.
+    pub(crate) fn same_era(&self, era: Option<u32>) -> core::result::Result<(), Denied> {
+        match era {
+            Some(e) if e != self.era() => Err(Denied::Rights),
+            _ => Ok(()),
+        }
     }
 
     /// Where `[iova, iova + len)` lies in the registering process, checked
@@ -804,6 +817,9 @@ pub(crate) fn rereg_user(
         st.pd = req.pd;
     }
     let old_pages = new_pages.map(|p| core::mem::replace(&mut st.pages, p));
+    // The key stays, but what it names has changed: a message begun
+    // before goes no further ([`Mr::era`]).
+    mr.era.fetch_add(1, Ordering::AcqRel);
     let keys = mr.keys(&st);
     drop(st);
     // Unpin the old pages outside the MR lock.

@@ -57,6 +57,10 @@ struct How {
     shallow: bool,
     /// Indirect keys followed on the way here.
     depth: u32,
+    /// The era ([`Mr::era`]) a message's first packet found the key in,
+    /// checked again under the key's lock by this access: none for a
+    /// local key, or an indirect key's entries, looked up anew.
+    era: Option<u32>,
 }
 
 impl How {
@@ -65,6 +69,7 @@ impl How {
         whole: false,
         shallow: false,
         depth: 0,
+        era: None,
     };
     const ATOMIC: How = How {
         whole: true,
@@ -94,7 +99,7 @@ fn follow<R: Default>(
     f: &mut OnMemory<'_, R>,
 ) -> Result<Result<R>, Denied> {
     let (iova, len, op) = span;
-    let rights = how.own_rights;
+    let rights = (how.own_rights, how.era);
     if !mr.is_indirect() {
         let n = usize::try_from(len).map_err(|_| Denied::Bounds)?;
         return mr.access_as(pd, iova, len, op, rights, |m, o| f(m, o, 0..n));
@@ -117,6 +122,7 @@ fn follow<R: Default>(
     let inner = How {
         own_rights: true,
         depth: how.depth + 1,
+        era: None,
         ..how
     };
     let mut last = R::default();
@@ -504,6 +510,7 @@ impl Target {
         let span = (self.mr_iova(va), len, op);
         let how = How {
             own_rights: self.window.is_none(),
+            era: Some(self.era),
             ..how
         };
         follow_key(r.drv, &self.mr, r.pd, span, how, f)

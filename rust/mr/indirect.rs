@@ -272,10 +272,13 @@ impl Mr {
         _bh: &'a BhOff,
         pd: PdId,
         (iova, len, op): (u64, u64, AccessOp),
-        check_rights: bool,
+        (check_rights, era): (bool, Option<u32>),
     ) -> Option<core::result::Result<(Walking<'a>, u64), super::Denied>> {
         self.indirect?;
         let st = self.state.lock();
+        if let Err(d) = self.same_era(era) {
+            return Some(Err(d));
+        }
         let layout = st.layout.clone()?;
         let off = match st.check(pd, iova, len, op, check_rights) {
             Ok(off) => off,
