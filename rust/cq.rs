@@ -225,29 +225,30 @@ impl Cq {
     /// (the old one, or `new` if refused): the caller drops it after this
     /// returns, out of the locks, since dropping it may sleep.
     ///
-    /// The completions move [`crate::ib::queue::RESIZE_STEP`] at a time,
-    /// each step under both locks (so with interrupts off, for kernel
-    /// consumers' polls): producers and kernel consumers go on between
-    /// steps and wait for one step at most. A user consumer is expected to
-    /// hold its own lock across the verb (the provider does).
-    pub(crate) fn resize(&self, new: Ring) -> (Result, Ring) {
+    /// The completions move [`crate::ib::queue::RESIZE_STEP`] at a time.
+    /// Producers wait for the whole move (softirqs off), so none finds the
+    /// old ring full meanwhile; kernel consumers, whose end disables
+    /// interrupts, wait for one step at most. A user consumer is expected
+    /// to hold its own lock across the verb (the provider does).
+    pub(crate) fn resize(&self, mut new: Ring) -> (Result, Ring) {
         let mut mover = Mover::default();
-        loop {
-            let mut q = self.q.both();
-            let (prod, (), ring) = q.parts();
-            match mover.step(&new, ring, ring.consumer(), *prod) {
-                Step::More => continue,
-                Step::Done(r) => {
-                    let out = match r {
-                        Ok(()) => (Ok(()), core::mem::replace(ring, new)),
-                        Err(e) => (Err(e), new),
-                    };
-                    drop(q);
-                    self.quota.counters().resized(mover.tally());
-                    return out;
+        let mut q = self.q.stepwise();
+        let r = loop {
+            let step = q.step(|prod, (), ring| {
+                let step = mover.step(&new, ring, ring.consumer(), *prod);
+                if let Step::Done(Ok(())) = step {
+                    // The new ring in place: `new` holds the old one now.
+                    core::mem::swap(ring, &mut new);
                 }
+                step
+            });
+            if let Step::Done(r) = step {
+                break r;
             }
-        }
+        };
+        drop(q);
+        self.quota.counters().resized(mover.tally());
+        (r, new)
     }
 
     /// The destroy verb: no more events to the ib_cq, no more mapping.

@@ -154,37 +154,38 @@ impl Srq {
     /// armed one) would exceed the new size. Returns, with the result, the
     /// ring no longer in use (the old one, or `new` if refused), for the
     /// caller to drop out of the locks, since dropping it may sleep. The
-    /// receive path and kernel posters wait meanwhile; a user poster is
-    /// expected to hold its own lock across the verb (the provider does).
-    pub(crate) fn resize(&self, new: Ring, limit: Option<u32>) -> (Result, Ring) {
+    /// receive path waits meanwhile, kernel posters for one step at most;
+    /// a user poster is expected to hold its own lock across the verb (the
+    /// provider does).
+    pub(crate) fn resize(&self, mut new: Ring, limit: Option<u32>) -> (Result, Ring) {
         let mut mover = Mover::default();
-        loop {
-            let mut q = self.q.both();
-            let (st, _, ring) = q.parts();
-            let limit = limit.unwrap_or(st.limit);
-            if limit > new.num_slots() {
-                return (Err(EINVAL), new);
-            }
-            // The WQEs move a step at a time, as a CQ's completions do
-            // (`Cq::resize`). The producer index in the ring: user space's,
-            // or for kernel consumers the one kept at the irq end, stored
-            // there on each post.
-            match mover.step(&new, ring, st.consumer, ring.producer()) {
-                Step::More => continue,
-                Step::Done(r) => {
-                    let out = match r {
-                        Ok(()) => {
-                            st.limit = limit;
-                            (Ok(()), core::mem::replace(ring, new))
-                        }
-                        Err(e) => (Err(e), new),
-                    };
-                    drop(q);
-                    self.quota.counters().resized(mover.tally());
-                    return out;
+        let mut q = self.q.stepwise();
+        let r = loop {
+            // The WQEs move a step at a time, with the receive path held
+            // off throughout and kernel posters between steps, as a CQ's
+            // completions do (`Cq::resize`). The producer index in the
+            // ring: user space's, or for kernel consumers the one kept at
+            // the irq end, stored there on each post.
+            let step = q.step(|st, _, ring| {
+                let limit = limit.unwrap_or(st.limit);
+                if limit > new.num_slots() {
+                    return Step::Done(Err(EINVAL));
                 }
+                let step = mover.step(&new, ring, st.consumer, ring.producer());
+                if let Step::Done(Ok(())) = step {
+                    st.limit = limit;
+                    // The new ring in place: `new` holds the old one now.
+                    core::mem::swap(ring, &mut new);
+                }
+                step
+            });
+            if let Step::Done(r) = step {
+                break r;
             }
-        }
+        };
+        drop(q);
+        self.quota.counters().resized(mover.tally());
+        (r, new)
     }
 
     /// A kernel consumer's ib_post_srq_recv: copies one WQE into the ring.

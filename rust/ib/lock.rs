@@ -124,10 +124,11 @@ pub(crate) fn wait_for_receivers() {
 /// the index that end owns (the receive path's end behind a `_bh` lock,
 /// kernel consumers' end behind an irq-disabling one, since they may come
 /// with interrupts off), and either end reads and writes slots through a
-/// shared reference to the ring. Replacing the ring (a resize) takes both,
-/// so no end is inside it meanwhile; the ends themselves pay nothing extra.
-/// Both are taken `_bh` first: releasing the irq lock first then leaves
-/// interrupts on when softirqs are re-enabled.
+/// shared reference to the ring. A resize ([`DualLock::stepwise`]) holds
+/// the `_bh` end throughout and takes the irq end for each step of its
+/// copy, and only then changes the ring; the ends themselves pay nothing
+/// extra. Both are taken `_bh` first: releasing the irq lock first then
+/// leaves interrupts on when softirqs are re-enabled.
 #[pin_data]
 pub(crate) struct DualLock<B, I, T> {
     #[pin]
@@ -175,16 +176,39 @@ impl<B, I, T> DualLock<B, I, T> {
             shared: &self.shared,
         }
     }
+}
 
-    /// Both ends, and the shared value to change.
-    pub(crate) fn both(&self) -> BothGuard<'_, B, I, T> {
-        let bh = self.bh.lock();
-        let irq = self.irq.lock();
-        BothGuard {
-            irq,
-            bh,
-            shared: &self.shared,
+impl<B: Unpin, I: Unpin, T> DualLock<B, I, T> {
+    /// The `_bh` end, held until the returned value goes, for work done in
+    /// steps that each take the irq end too ([`Stepwise::step`]): the `_bh`
+    /// end's users wait throughout, the irq end's (which may come with
+    /// interrupts off) get in between steps, and interrupts are off for one
+    /// step at a time.
+    pub(crate) fn stepwise(&self) -> Stepwise<'_, B, I, T> {
+        Stepwise {
+            bh: self.bh.lock(),
+            lock: self,
         }
+    }
+}
+
+/// The `_bh` end of a [`DualLock`], held across steps.
+pub(crate) struct Stepwise<'a, B, I, T> {
+    bh: Guard<'a, B, SpinLockBhBackend>,
+    lock: &'a DualLock<B, I, T>,
+}
+
+impl<B: Unpin, I: Unpin, T> Stepwise<'_, B, I, T> {
+    /// One step: `f` runs with the irq end taken as well, on both ends'
+    /// values and the shared value, all to change.
+    pub(crate) fn step<R>(&mut self, f: impl FnOnce(&mut B, &mut I, &mut T) -> R) -> R {
+        let mut irq = self.lock.irq.lock();
+        // SAFETY: both locks are held while `f` runs (the `_bh` one by
+        // `self`, the irq one by `irq`), so no guard of either end gives
+        // out the shared value meanwhile, and `&mut self` keeps this the
+        // only reference; it does not outlive the call.
+        let shared = unsafe { &mut *self.lock.shared.get() };
+        f(&mut self.bh, &mut irq, shared)
     }
 }
 
@@ -198,7 +222,8 @@ impl<S: Unpin, K: Backend, T> DualGuard<'_, S, K, T> {
     /// The shared value.
     pub(crate) fn shared(&self) -> &T {
         // SAFETY: one of the two locks is held (by `guard`) for as long as
-        // the reference lives, so no `BothGuard` exists: nobody has `&mut T`.
+        // the reference lives, so no `Stepwise::step` runs: nobody has
+        // `&mut T`.
         unsafe { &*self.shared.get() }
     }
 
@@ -207,24 +232,5 @@ impl<S: Unpin, K: Backend, T> DualGuard<'_, S, K, T> {
         // SAFETY: as in `shared`.
         let shared = unsafe { &*self.shared.get() };
         (&mut *self.guard, shared)
-    }
-}
-
-/// Both ends of a [`DualLock`], held. Fields drop in order: the irq lock is
-/// released before the `_bh` one.
-pub(crate) struct BothGuard<'a, B, I, T> {
-    irq: Guard<'a, I, SpinLockIrqBackend>,
-    bh: Guard<'a, B, SpinLockBhBackend>,
-    shared: &'a UnsafeCell<T>,
-}
-
-impl<B: Unpin, I: Unpin, T> BothGuard<'_, B, I, T> {
-    /// Both ends' values and the shared value, all to change.
-    pub(crate) fn parts(&mut self) -> (&mut B, &mut I, &mut T) {
-        // SAFETY: both locks are held for as long as the reference lives,
-        // so no `DualGuard` of this lock exists and this is the only
-        // reference to the value (`&mut self` keeps it unique here).
-        let shared = unsafe { &mut *self.shared.get() };
-        (&mut *self.bh, &mut *self.irq, shared)
     }
 }

@@ -317,6 +317,8 @@ pub(crate) struct Mover {
     most: u32,
     /// The entries the new ring took over (once done).
     moved: u32,
+    /// Steps taken so far.
+    steps: u32,
 }
 
 /// What a [`Mover::step`] left to do.
@@ -331,6 +333,14 @@ pub(crate) enum Step {
 impl Mover {
     /// One step of moving `old`'s entries `[consumer, producer)` into `new`.
     pub(crate) fn step(&mut self, new: &Ring, old: &Ring, consumer: u32, producer: u32) -> Step {
+        // Every step but the last copies RESIZE_STEP entries further on,
+        // unless an index moves back (only user space can): a process
+        // that keeps moving its index back could keep the move going, and
+        // is refused past twice the steps its queue can take.
+        self.steps += 1;
+        if self.steps > 2 * (old.num_slots / RESIZE_STEP) + 2 {
+            return Step::Done(Err(EAGAIN));
+        }
         // Resume after the last step's copy, unless the consumer has passed
         // it (or moved where no consumer could go: the last step decides).
         let from = match self.copied {
