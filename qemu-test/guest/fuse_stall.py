@@ -81,46 +81,54 @@ class Stall:
             if len(req) < IN_HEADER.size:
                 return
             _, op, unique, node, *_ = IN_HEADER.unpack_from(req)
-            arg = req[IN_HEADER.size:]
-            if op in NO_REPLY:
-                continue
-            if op == FUSE_INIT:
-                major, minor = struct.unpack_from('<II', arg)
-                # major minor max_readahead flags max_background
-                # congestion_threshold max_write time_gran max_pages
-                # map_alignment flags2 max_stack_depth unused[6]
-                body = struct.pack('<IIIIHHIIHHII24x', 7, min(minor, 31), 0, 0, 16, 12,
-                                   128 << 10, 1, 32, 0, 0, 0)
-                self.reply(unique, body=body)
-                self.ready.set()
-            elif op == FUSE_LOOKUP:
-                if node == ROOT and arg.rstrip(b'\0') == NAME:
-                    # nodeid generation entry_valid attr_valid, their nsecs, attr
-                    self.reply(unique, body=struct.pack('<QQQQII', FILE, 1, 3600, 3600, 0, 0)
-                               + attr(FILE))
-                else:
-                    self.reply(unique, ENOENT)
-            elif op == FUSE_GETATTR:
-                self.reply(unique, body=struct.pack('<QII', 3600, 0, 0) + attr(node))
-            elif op == FUSE_OPEN:
-                self.reply(unique, body=struct.pack('<QIi', 1, 0, 0))
-            elif op == FUSE_READ:
-                # fh offset size read_flags lock_owner flags
-                size = struct.unpack_from('<QQI', arg)[2]
-                with self.lock:
-                    if self.answering:
-                        self.reply(unique, body=bytes(size))
-                        continue
-                    self.held.append((unique, size))
-                    if len(self.held) == 1:
-                        print('held', flush=True)
-            elif op in (FUSE_RELEASE, FUSE_FLUSH):
-                self.reply(unique)
-            elif op == FUSE_DESTROY:
-                self.reply(unique)
-                return
+            try:
+                self.handle(op, unique, node, req[IN_HEADER.size:])
+            except Exception as e:  # keep serving: dying would abort held READs
+                print(f'fuse_stall: request {op}: {e}', file=sys.stderr, flush=True)
+                try:
+                    self.reply(unique, ENOSYS)
+                except OSError:
+                    pass
+
+    def handle(self, op, unique, node, arg):
+        if op in NO_REPLY:
+            return
+        if op == FUSE_INIT:
+            major, minor = struct.unpack_from('<II', arg)
+            # major minor max_readahead flags max_background
+            # congestion_threshold max_write time_gran max_pages
+            # map_alignment flags2 max_stack_depth unused[6]
+            body = struct.pack('<IIIIHHIIHHII24x', 7, min(minor, 31), 0, 0, 16, 12,
+                               128 << 10, 1, 32, 0, 0, 0)
+            self.reply(unique, body=body)
+            self.ready.set()
+        elif op == FUSE_LOOKUP:
+            if node == ROOT and arg.rstrip(b'\0') == NAME:
+                # nodeid generation entry_valid attr_valid, their nsecs, attr
+                self.reply(unique, body=struct.pack('<QQQQII', FILE, 1, 3600, 3600, 0, 0)
+                           + attr(FILE))
             else:
-                self.reply(unique, ENOSYS)
+                self.reply(unique, ENOENT)
+        elif op == FUSE_GETATTR:
+            self.reply(unique, body=struct.pack('<QII', 3600, 0, 0) + attr(node))
+        elif op == FUSE_OPEN:
+            self.reply(unique, body=struct.pack('<QIi', 1, 0, 0))
+        elif op == FUSE_READ:
+            # fh offset size read_flags lock_owner flags
+            size = struct.unpack_from('<QQI', arg)[2]
+            with self.lock:
+                if self.answering:
+                    self.reply(unique, body=bytes(size))
+                    return
+                self.held.append((unique, size))
+                if len(self.held) == 1:
+                    print('held', flush=True)
+        elif op in (FUSE_RELEASE, FUSE_FLUSH):
+            self.reply(unique)
+        elif op == FUSE_DESTROY:
+            self.reply(unique)
+        else:
+            self.reply(unique, ENOSYS)
 
 
 def main():

@@ -287,6 +287,9 @@ class OdpIsolation(unittest.TestCase):
         self.stall = subprocess.Popen([py, os.path.join(GUEST, 'fuse_stall.py'), self.MNT],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.stuck = None
+        # Before any check that may fail: a fault left waiting would hold
+        # the device's work item, and so the module's unload, for good.
+        self.addCleanup(self.release)
         self.assertEqual(readline(self.stall, 30), 'ready', 'the FUSE file system did not come up')
         self.stuck = subprocess.Popen([py, '-c', STUCK, DEV, os.path.join(self.MNT, 'data')],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -296,7 +299,7 @@ class OdpIsolation(unittest.TestCase):
 
     def release(self):
         """The file system answers A's READ, A's fault ends and A exits;
-        then the file system goes."""
+        then the file system goes. Safe to call twice."""
         if self.stall.poll() is None and not self.stall.stdin.closed:
             self.stall.stdin.close()
             self.assertEqual(readline(self.stall, 30), 'answered')
@@ -304,11 +307,9 @@ class OdpIsolation(unittest.TestCase):
             self.stuck.stdin.close()
             self.stuck.wait(timeout=60)
         subprocess.run(['umount', '-l', self.MNT], capture_output=True)
-        self.stall.terminate()
-        self.stall.wait(timeout=30)
-
-    def tearDown(self):
-        self.release()
+        if self.stall.poll() is None:
+            self.stall.terminate()
+            self.stall.wait(timeout=30)
 
     def test_stuck_fault_holds_up_its_process_alone(self):
         """While A's fault waits for good, B faults, moves its data and
