@@ -94,6 +94,7 @@ check: rdma-core
 	done
 	@rustfmt --edition 2021 --check $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
 	@python3 scripts/check_layers.py .
+	@python3 scripts/check_prose.py .
 	@python3 scripts/check_man.py .
 
 fmt:

@@ -44,10 +44,10 @@ pub(crate) const MAX_WR: u32 = 1 << 14;
 pub(crate) const MAX_SGE: u32 = 32;
 /// Inline payload per send work request.
 pub(crate) const MAX_INLINE: u32 = 512;
-/// Outstanding RDMA READ / atomic requests, each way: rxe's 128. perftest
-/// refuses to run between devices that offer different numbers, and a
-/// smaller one (16 was tried) also bounds how long a re-asked read waits
-/// behind queued responses: a trade-off left open.
+/// Outstanding RDMA READ / atomic requests, each way: rxe's 128, since
+/// perftest refuses to run between devices that offer different numbers.
+/// TODO: a smaller number would also bound how long a re-asked READ waits
+/// behind queued responses; what that costs throughput is not measured.
 pub(crate) const MAX_RD_ATOMIC: u32 = 128;
 /// The longest message, the device's `max_msg_sz` (IBTA's 2^31).
 pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;

@@ -347,9 +347,9 @@ impl Qp {
     ///   side by side. A lone message is not a transfer to split: its
     ///   sender has nothing more to build, and the other CPU, in a
     ///   ping-pong, runs the peer's process spinning on its buffer, which
-    ///   the work item waits for the scheduler to preempt. Steering every
-    ///   large packet put `ib_write_lat` at 760 µs from 512 bytes up,
-    ///   against 17 µs at 511.
+    ///   the work item waits for the scheduler to preempt, for most of a
+    ///   scheduler slice: steering every large packet makes a ping-pong of
+    ///   512 bytes or more many times slower (docs/data-path.md).
     /// * RDMA READ requests: their responses are a burst of packets, which
     ///   sent from softirq pile up in the per-CPU receive backlog (1000
     ///   packets) behind it and overflow it; from process context each one
@@ -429,14 +429,13 @@ impl Qp {
         if self.reading.load(Ordering::Acquire) {
             let mut q = self.lock();
             // The QP's own retransmit timer, if it is due, is run from here
-            // too. On the KASAN + lockdep kernel, while this drain answered a
-            // 256 MiB READ, the QP's work item, queued for the deadline, at
-            // times never ran again (its last run armed the timer; nothing
-            // for 30 s after): the timeout the busy backlog put off was then
-            // never taken, nor was a kick to send what it decided. (The
-            // cause is not found: see the README.) So the drain, process
-            // context as the work item is, does the work item's job then:
-            // timers, resends, the next deadline.
+            // too: the drain, process context as the work item is, does the
+            // work item's job while it answers a READ (timers, resends, the
+            // next deadline), so that a timeout the busy backlog put off is
+            // taken even if the work item does not run.
+            // TODO: on the KASAN + lockdep kernel, while this drain answered
+            // a 256 MiB READ, the QP's work item, queued for its deadline,
+            // at times never ran again; why is not known (docs/data-path.md).
             if q.req
                 .deadline
                 .is_some_and(|t| crate::ib::work::jiffies() >= t)

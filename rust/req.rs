@@ -26,12 +26,11 @@ pub(crate) const BUDGET: u32 = 64;
 
 /// Packets built per hold of the QP's lock, sent once it is released.
 /// The packets of one hold share skbs (`tx::Out`), up to 27 MTU-sized ones
-/// per skb, so a longer hold means fewer skbs: 32 sent `ib_write_bw` 1.06x,
-/// `-q 4` 1.10x and `ib_send_bw` 1.21x faster than 8 (4 rounds of
-/// `vm.sh ab`). It was 8 while an acknowledgement arriving on the other CPU
-/// spun on the held lock in softirq (a tenth of all CPU time with the whole
-/// budget under one hold); such a packet now goes to the QP's backlog
-/// instead (`recv.rs`).
+/// per skb, so a longer hold means fewer skbs and a faster stream. It can
+/// be this long because a packet that finds the lock held (an
+/// acknowledgement arriving on the other CPU) goes to the QP's backlog
+/// instead of spinning in softirq (`recv.rs`); the figures behind 32 are
+/// in docs/history.md.
 pub(crate) const CHUNK: u32 = 32;
 /// Ask for an ACK at least this often within a long message.
 pub(crate) const ACK_EVERY: u32 = 16;

@@ -9,9 +9,9 @@
 //! kernel's configuration: `crc32_le()` is carry-less multiply on x86 when
 //! the kernel has `CONFIG_CRC32_ARCH`, which wins on real hardware, but under
 //! QEMU's TCG that instruction is emulated and the table lookups of
-//! slicing-by-16 win (775 against 385 MB/s at load in a plain guest;
-//! slicing by 8 did 545). So oxe times both and keeps the faster; dmesg
-//! and `/sys/kernel/debug/oxe/icrc` say which, with the rates measured.
+//! slicing-by-16 win. So oxe times both at load and keeps the faster;
+//! dmesg and `/sys/kernel/debug/oxe/icrc` say which, with the rates
+//! measured.
 
 use crate::bindings as b;
 use crate::oxe_core::icrc;

@@ -24,8 +24,8 @@
 //! socket claiming its CPU as `SO_INCOMING_CPU` does), and UDP queues a
 //! packet on the socket of the CPU that received it. One socket with one
 //! CPU draining it at a time, the others leaving their packets to that
-//! drain, put a small message's whole round trip on one CPU while the
-//! other waited, and `ib_write_lat` rose from 22 to 34 µs. The drain still
+//! drain, would put a small message's whole round trip on one CPU while
+//! the other waits, which lengthens its latency by half. The drain still
 //! admits one CPU at a time ([`SockRx::drain`]): a multicast packet reaches
 //! every socket of the group, and the first one's takes it from any CPU.
 

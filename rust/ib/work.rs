@@ -634,20 +634,17 @@ impl RxQueue {
     /// schedules the drain on the CPU it last ran on, wherever the packet
     /// came from.
     ///
-    /// Steered away from its sender, a READ request's drain followed the
-    /// requesting application from CPU to CPU: each time the scheduler
-    /// moved the application (onto the CPU the responder's drain had left
-    /// idle for a moment), the responder's drain moved away from it, and
-    /// the requester's drain, steered away from the responses' CPU, moved
-    /// after it. One `ib_read_bw` ran at 88 MB/s floating and 182 MB/s
-    /// with the application pinned to either CPU. Left where it is, the
-    /// responder's drain stays put, the requester's drain with it (its
-    /// packets keep coming from one CPU), and only the application moves:
-    /// `ib_read_bw` 1.73 times as fast (6 rounds of `vm.sh ab`). A
-    /// stream's data is still steered: a sender busy copying and
+    /// Steered away from its sender, a READ request's drain would follow
+    /// the requesting application from CPU to CPU: each time the scheduler
+    /// moves the application (onto the CPU the responder's drain left idle
+    /// for a moment), the responder's drain moves away from it, and the
+    /// requester's drain, steered away from the responses' CPU, moves after
+    /// it, and a READ stream slows down. Left where it
+    /// is, the responder's drain stays put, the requester's drain with it
+    /// (its packets keep coming from one CPU), and only the application
+    /// moves. A stream's data is still steered: a sender busy copying and
     /// checksumming its packets is what the drain must not share a CPU
-    /// with, and every packet left where its drain last ran cost
-    /// `ib_write_bw` a third.
+    /// with (docs/data-path.md; the figures are in docs/history.md).
     pub(crate) fn push_sticky(&self, pkt: RxPacket) {
         // A queue drained in softirq runs on its pusher's CPU, on the BH
         // queue: nothing to keep.

@@ -46,10 +46,9 @@ const IPPROTO_UDP: u8 = 17;
 /// register with sixteen independent lookups instead of sixteen dependent
 /// ones. Sixteen rather than eight: under QEMU's TCG, where every load is
 /// emulated and this is the payload pass oxe picks, a loop turn's fixed
-/// cost is spread over twice the bytes: 775 MB/s against 545 for slicing
-/// by 8, as oxe's own calibration measured it at module load in a plain
-/// guest (six loads each, 2026-11-28). The tables, 16 KiB, still fit a
-/// level-1 cache.
+/// cost is spread over twice the bytes, which oxe's own calibration at
+/// module load shows faster (docs/history.md has the figures). The
+/// tables, 16 KiB, still fit a level-1 cache.
 ///
 /// Why oxe carries its own: the kernel's `crc32_le()` is byte-at-a-time
 /// unless the kernel is built with `CONFIG_CRC_OPTIMIZATIONS` (and then it
