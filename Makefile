@@ -30,7 +30,7 @@ help:
 	@echo 'oxe: a software RoCE v2 RDMA device (kernel module + rdma-core provider).'
 	@echo
 	@echo 'The first build needs root on Debian bookworm: it installs Debian packages,'
-	@echo 'then builds two guest kernels (15 to 20 minutes each on 2 cores) and'
+	@echo 'then builds two guest kernels (15 to 25 minutes each on 2 cores) and'
 	@echo 'rdma-core v59 into $(OXE_CACHE), outside the clone.'
 	@echo
 	@echo '  make run      build what is stale, boot a guest, show oxe working'

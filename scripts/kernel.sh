@@ -71,9 +71,24 @@ build() {
     done < <(cat "${frags[@]}")
     [ $bad = 0 ] || die "kernel config does not match $(kernel_fragments "$flavour")"
     "${KMAKE[@]}" -s rustavailable >/dev/null || die "Rust is not available to the kernel build"
-    log "building the $flavour kernel in $kdir (13 to 20 minutes on 2 cores)"
-    local t0=$SECONDS
-    "${KMAKE[@]}" -s -j"$(($(nproc) + 1))" bzImage modules
+    # The build's own output goes to a log; a line every minute says how
+    # far it has come, so that a first build is not half an hour of silence.
+    local blog=$OXE_CACHE/logs/kernel-$flavour.log
+    mkdir -p "$OXE_CACHE/logs"
+    log "building the $flavour kernel in $kdir (15 to 25 minutes on 2 cores; log: $blog)"
+    local t0=$SECONDS stamp pid rc=0
+    stamp=$(mktemp)
+    "${KMAKE[@]}" -j"$(($(nproc) + 1))" bzImage modules >"$blog" 2>&1 &
+    pid=$!
+    while ! wait_secs "$pid" 60; do
+        log "  $flavour kernel: $(find . -name '*.o' -newer "$stamp" | wc -l) objects built, $(((SECONDS - t0) / 60)) min"
+    done
+    wait "$pid" || rc=$?
+    rm -f "$stamp"
+    if [ $rc != 0 ]; then
+        tail -n 40 "$blog" >&2
+        die "the $flavour kernel did not build (exit $rc): $blog has the whole log"
+    fi
     log "$flavour kernel built in $((SECONDS - t0)) s"
     touch .oxe-built
     # Trees of this flavour for older fragments or source versions (2+ GiB
@@ -81,6 +96,16 @@ build() {
     find "$OXE_CACHE" -maxdepth 1 -name 'kernel-[0-9]*' ! -path "$kdir" \
         \( -name "*-$flavour-*" -o ! -name '*-plain-*' ! -name '*-debug-*' \) -exec rm -rf {} +
     echo "$kdir"
+}
+
+# Waits up to SECS for process PID to end: 0 once it has, 1 if it still runs.
+wait_secs() { # pid secs
+    local i
+    for ((i = 0; i < $2; i++)); do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 1
+    done
+    ! kill -0 "$1" 2>/dev/null
 }
 
 case "${1:-build}" in
