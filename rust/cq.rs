@@ -9,7 +9,7 @@ use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::cq::CqHandle;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
-use crate::ib::queue::{Mover, Ring, Step, Uctx};
+use crate::ib::queue::{move_ring, Ring, Uctx};
 use crate::ib::umem::{MmId, MmRef};
 use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{
@@ -230,25 +230,12 @@ impl Cq {
     /// old ring full meanwhile; kernel consumers, whose end disables
     /// interrupts, wait for one step at most. A user consumer is expected
     /// to hold its own lock across the verb (the provider does).
-    pub(crate) fn resize(&self, mut new: Ring) -> (Result, Ring) {
-        let mut mover = Mover::default();
-        let mut q = self.q.stepwise();
-        let r = loop {
-            let step = q.step(|prod, (), ring| {
-                let step = mover.step(&new, ring, ring.consumer(), *prod);
-                if let Step::Done(Ok(())) = step {
-                    // The new ring in place: `new` holds the old one now.
-                    core::mem::swap(ring, &mut new);
-                }
-                step
-            });
-            if let Step::Done(r) = step {
-                break r;
-            }
-        };
-        drop(q);
-        self.quota.counters().resized(mover.tally());
-        (r, new)
+    pub(crate) fn resize(&self, new: Ring) -> (Result, Ring) {
+        let indices =
+            |prod: &mut u32, (): &mut (), ring: &Ring, _: &Ring| Ok((ring.consumer(), *prod));
+        let (r, unused, tally) = move_ring(&self.q, new, indices, |_| ());
+        self.quota.counters().resized(tally);
+        (r, unused)
     }
 
     /// The destroy verb: no more events to the ib_cq, no more mapping.

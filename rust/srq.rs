@@ -10,7 +10,7 @@ use crate::counters::Counters;
 use crate::ib::callback::Callback;
 use crate::ib::lock::{new_spinlock_bh, DualLock};
 use crate::ib::objects::PdId;
-use crate::ib::queue::{Mover, Ring, Step, Uctx};
+use crate::ib::queue::{move_ring, Ring, Uctx};
 use crate::ib::srq::SrqHandle;
 use crate::limits::{Kind, Quota};
 use crate::oxe_core::abi::{OxeQueueMap, OxeRecvWqe, OxeSge};
@@ -157,35 +157,22 @@ impl Srq {
     /// receive path waits meanwhile, kernel posters for one step at most;
     /// a user poster is expected to hold its own lock across the verb (the
     /// provider does).
-    pub(crate) fn resize(&self, mut new: Ring, limit: Option<u32>) -> (Result, Ring) {
-        let mut mover = Mover::default();
-        let mut q = self.q.stepwise();
-        let r = loop {
-            // The WQEs move a step at a time, with the receive path held
-            // off throughout and kernel posters between steps, as a CQ's
-            // completions do (`Cq::resize`). The producer index in the
-            // ring: user space's, or for kernel consumers the one kept at
-            // the irq end, stored there on each post.
-            let step = q.step(|st, _, ring| {
-                let limit = limit.unwrap_or(st.limit);
-                if limit > new.num_slots() {
-                    return Step::Done(Err(EINVAL));
-                }
-                let step = mover.step(&new, ring, st.consumer, ring.producer());
-                if let Step::Done(Ok(())) = step {
-                    st.limit = limit;
-                    // The new ring in place: `new` holds the old one now.
-                    core::mem::swap(ring, &mut new);
-                }
-                step
-            });
-            if let Step::Done(r) = step {
-                break r;
+    pub(crate) fn resize(&self, new: Ring, limit: Option<u32>) -> (Result, Ring) {
+        // The WQEs move as a CQ's completions do (`Cq::resize`), with the
+        // receive path held off throughout and kernel posters between
+        // steps. The producer index in the ring: user space's, or for
+        // kernel consumers the one kept at the irq end, stored there on
+        // each post.
+        let indices = |st: &mut SrqState, _: &mut u32, ring: &Ring, new: &Ring| {
+            if limit.unwrap_or(st.limit) > new.num_slots() {
+                return Err(EINVAL);
             }
+            Ok((st.consumer, ring.producer()))
         };
-        drop(q);
-        self.quota.counters().resized(mover.tally());
-        (r, new)
+        let moved = |st: &mut SrqState| st.limit = limit.unwrap_or(st.limit);
+        let (r, unused, tally) = move_ring(&self.q, new, indices, moved);
+        self.quota.counters().resized(tally);
+        (r, unused)
     }
 
     /// A kernel consumer's ib_post_srq_recv: copies one WQE into the ring.

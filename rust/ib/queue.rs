@@ -9,6 +9,7 @@
 //! any time, so the kernel side never hands out references into it: slots
 //! are copied in and out, and indices are single atomic loads and stores.
 
+use super::lock::DualLock;
 use crate::bindings as b;
 use crate::oxe_core::abi::{OxeQueueMap, OXE_QUEUE_CONSUMER, OXE_QUEUE_PRODUCER, OXE_QUEUE_SLOTS};
 use crate::oxe_core::queue::Resize;
@@ -310,7 +311,7 @@ pub(crate) const RESIZE_STEP: u32 = 64;
 /// stays right: the last step copies only what came after it, and sets the
 /// new ring's indices to the old one's at that moment.
 #[derive(Default)]
-pub(crate) struct Mover {
+struct Mover {
     /// Entries before this index (and from the consumer on) are copied.
     copied: Option<u32>,
     /// The most entries one step copied.
@@ -321,8 +322,46 @@ pub(crate) struct Mover {
     steps: u32,
 }
 
+/// Moves the ring `q` guards to `new`, [`RESIZE_STEP`] entries at a time
+/// ([`DualLock::stepwise`]: the `_bh` end held throughout, the irq end for
+/// each step). `indices` gives, with both ends held, the queue's consumer
+/// and producer index, or refuses the move; `moved` runs under the locks
+/// of the last step once the new ring is in place. Returns the result, the
+/// ring no longer in use (the old one, or `new` if refused: the caller
+/// drops it out of the locks, as dropping a ring may sleep), and what
+/// [`Mover::tally`] says of the move.
+pub(crate) fn move_ring<B: Unpin, I: Unpin>(
+    q: &DualLock<B, I, Ring>,
+    mut new: Ring,
+    mut indices: impl FnMut(&mut B, &mut I, &Ring, &Ring) -> Result<(u32, u32)>,
+    mut moved: impl FnMut(&mut B),
+) -> (Result, Ring, (u32, u32)) {
+    let mut mover = Mover::default();
+    let mut q = q.stepwise();
+    let r = loop {
+        let step = q.step(|b, i, ring| {
+            let (consumer, producer) = match indices(b, i, ring, &new) {
+                Ok(at) => at,
+                Err(e) => return Step::Done(Err(e)),
+            };
+            let step = mover.step(&new, ring, consumer, producer);
+            if let Step::Done(Ok(())) = step {
+                // The new ring in place: `new` holds the old one now.
+                core::mem::swap(ring, &mut new);
+                moved(b);
+            }
+            step
+        });
+        if let Step::Done(r) = step {
+            break r;
+        }
+    };
+    drop(q);
+    (r, new, mover.tally())
+}
+
 /// What a [`Mover::step`] left to do.
-pub(crate) enum Step {
+enum Step {
     /// Let go of the locks and call again.
     More,
     /// The new ring holds every entry, at its index, and the old ring's
@@ -332,7 +371,7 @@ pub(crate) enum Step {
 
 impl Mover {
     /// One step of moving `old`'s entries `[consumer, producer)` into `new`.
-    pub(crate) fn step(&mut self, new: &Ring, old: &Ring, consumer: u32, producer: u32) -> Step {
+    fn step(&mut self, new: &Ring, old: &Ring, consumer: u32, producer: u32) -> Step {
         // Every step but the last copies RESIZE_STEP entries further on,
         // unless an index moves back (only user space can): a process
         // that keeps moving its index back could keep the move going, and
@@ -374,7 +413,7 @@ impl Mover {
 
     /// For the device's counters: the entries moved, and the most one
     /// step copied.
-    pub(crate) fn tally(&self) -> (u32, u32) {
+    fn tally(&self) -> (u32, u32) {
         (self.moved, self.most)
     }
 }
