@@ -98,7 +98,8 @@ env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kd
 boot_args=(--append "tsc=reliable" --append "rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=loose")
 vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP" "${boot_args[@]}")
 # rdma_rw's force_mr is read-only once ib_core (built in) is up: the boot sets it.
-[ "$mode" = force-mr ] && vng_args+=(--append "ib_core.force_mr=1")
+# That guest also tracks leaks (kernel-debug.fragment says why only that one).
+[ "$mode" = force-mr ] && vng_args+=(--append "ib_core.force_mr=1" --append "kmemleak=on")
 
 # `wire`: two guests, each with a virtio NIC, joined by QEMU into one virtual
 # Ethernet (UDP datagrams between the two QEMUs on the host's loopback, so

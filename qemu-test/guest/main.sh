@@ -69,6 +69,7 @@ force-mr)
     # Booted with ib_core.force_mr=1 (vm.sh): the NVMe-oF target registers
     # its buffers for RDMA READ and WRITE too.
     run_suite nvmeof_force_mr suite_nvmeof oxe6 oxe7 nvmeof-force-mr
+    run_suite teardown suite_teardown
     ;;
 wire-oxe)
     # The oxe guest of two on one virtual wire (qemu-test/vm.sh wire):
