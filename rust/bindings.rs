@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Raw C API: the kernel crate's bindings plus oxe's own (RDMA, UDP tunnel, shim).
+//! Raw C API: the kernel crate's bindings plus oxe's own (RDMA, UDP, the C shim).
 //!
-//! Only the wrapper layer (`rust/wrap/`) may use this module; driver logic never
-//! touches a raw pointer.
+//! The abstraction layer (`rust/ib/`) is what calls into it; the driver
+//! files hold no `unsafe` (`scripts/check_layers.py`), so they can name its
+//! types and constants (`device.rs`, `verbs.rs` do) but never follow a raw
+//! pointer.
 
 #[allow(
     dead_code,

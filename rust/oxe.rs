@@ -3,15 +3,21 @@
 //! oxe: a software RoCE v2 RDMA device whose centre is memory registration.
 //!
 //! This is the module root: it registers the `oxe` rdma link type and the
-//! netdev notifier, and on unload removes every oxe device. Each concern has a
-//! file of its own: `verbs.rs` (every verb oxe offers, the entry from
-//! ib_core), `device.rs` (attributes, creation), `mr.rs` (memory
-//! registration), `keys.rs` (lkey/rkey table),
-//! `counters.rs`, `mad.rs` (the port's PerfMgmt agent); the data path: `cq.rs`, `qp.rs`, `srq.rs`,
-//! `req.rs` (requester), `comp.rs` (completer), `resp.rs` (responder), `recv.rs`
-//! (receive dispatch), `mcast.rs` (multicast groups), `tx.rs` (packet building), `xfer.rs` (every memory
-//! access checked against the registration rules), `wr.rs` (work requests
-//! and completions); `ib/` is the only code that touches C.
+//! netdev notifier, and on unload removes every oxe device. Each concern has
+//! a file of its own:
+//! - the entry from ib_core: `verbs.rs` (every verb oxe offers);
+//! - the device: `device.rs` (attributes, creation), `limits.rs` (its object
+//!   limits), `counters.rs`, `mad.rs` (the port's PerfMgmt agent);
+//! - memory registration: `mr.rs` (with `mr/fastreg.rs` and
+//!   `mr/indirect.rs`), `mw.rs` (memory windows), `keys.rs` (the lkey/rkey
+//!   table), `odp.rs` (on-demand paging's faults), `xfer.rs` (every memory
+//!   access checked against the registration rules);
+//! - the data path: `cq.rs`, `qp.rs`, `srq.rs`, `table.rs` (objects by
+//!   number), `wr.rs` (work requests and completions), `req.rs`
+//!   (requester), `comp.rs` (completer), `resp.rs` (responder), `recv.rs`
+//!   (receive dispatch), `mcast.rs` (multicast groups), `tx.rs` (packet
+//!   building);
+//! - `bindings.rs` and `ib/`: the only code that touches C.
 
 use kernel::prelude::*;
 

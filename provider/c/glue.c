@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * The C side of the oxe provider: only what rdma-core expresses with C macros.
- * Everything else, including the three callbacks below, is Rust (src/ffi.rs).
+ * Everything else, including the three callbacks below, is Rust (src/ffi/).
  */
 #include <infiniband/driver.h>
 
@@ -9,9 +9,10 @@
 
 /*
  * Implemented in Rust. Declaring them hidden makes the linker give the
- * definitions hidden visibility too, so the provider's dynamic symbol table
- * stays empty, exactly as rdma-core's provider.map ("local: *") makes it for
- * C providers: libibverbs reaches a provider only through the constructor.
+ * definitions hidden visibility too, so that they stay out of the
+ * provider's dynamic symbol table: libibverbs reaches a provider only
+ * through the constructor. The table holds the direct verbs alone
+ * (oxedv.h, versioned by liboxe.map).
  */
 #define OXE_RUST_FN __attribute__((visibility("hidden")))
 OXE_RUST_FN struct verbs_device *oxe_alloc_device(struct verbs_sysfs_dev *sysfs_dev);

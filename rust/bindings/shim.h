@@ -2,7 +2,11 @@
 /*
  * C helpers for what bindgen cannot reach: macros and static inline functions
  * of the RDMA, net and mm headers, and fields of net_device (opaque to the
- * kernel crate). Each forwards; the logic stays in Rust.
+ * kernel crate). Most only forward. Some hold network logic that reaches
+ * kernel internals with no Rust binding yet: the route cache, the lookup of
+ * the local device that owns an address, the per-CPU socket group of port
+ * 4791, GSO segment views, and a peek at a packet's BTH.
+ * TODO: move that logic to Rust over thin bindings (rust/ib/).
  */
 #ifndef OXE_SHIM_H
 #define OXE_SHIM_H

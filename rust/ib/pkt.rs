@@ -2,7 +2,8 @@
 
 //! RoCE v2 packets as socket buffers: built for transmit (IP and UDP headers
 //! by the kernel's routing, everything from the BTH on by oxe), and received
-//! from the UDP tunnel socket.
+//! from oxe's UDP sockets on port 4791 (`udp.rs`: plain kernel sockets, not
+//! a tunnel's).
 
 use super::av::Av;
 use super::device::DevRef;
