@@ -107,6 +107,7 @@ impl Drop for OxeModule {
         drop(self.link.take());
         ib::device::unregister_all();
         drop(self.notifier.take());
+        ib::udp::exit();
         ib::work::exit();
         ib::debugfs::remove_root();
         pr_info!("unloaded\n");

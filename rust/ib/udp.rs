@@ -310,6 +310,14 @@ pub(crate) fn init() {
     unsafe { SOCKETS.init() };
 }
 
+/// Frees the registry's memory; called from module exit, once every device
+/// (and so every socket) is gone. A static is never dropped: without this,
+/// the list's buffer outlived the module (kmemleak found it).
+pub(crate) fn exit() {
+    let old = core::mem::take(&mut *SOCKETS.lock());
+    drop(old);
+}
+
 /// One device's share of its namespace's RoCE sockets.
 pub(crate) struct PortSockets {
     ns: NetNs,
