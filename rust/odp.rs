@@ -187,17 +187,11 @@ fn admit(q: &mut KVec<Fault>, f: Fault) -> Result<Option<Fault>, Fault> {
     } else if q.reserve(1, GFP_ATOMIC).is_err() {
         return Err(f);
     }
-    // Counted before the work can run it.
-    if f.missed.is_some() {
-        f.mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
-    }
     // Room was made above: this push does not allocate.
-    if let Err(e) = q.push_within_capacity(f) {
-        let f = e.0;
-        if f.missed.is_some() {
-            f.mr.faults.deferred.fetch_sub(1, Ordering::Relaxed);
-        }
-        return Err(f);
+    q.push_within_capacity(f).map_err(|e| e.0)?;
+    // Counted under the queue's lock, so before the work can run it.
+    if let Some(p) = q.last().filter(|p| p.missed.is_some()) {
+        p.mr.faults.deferred.fetch_add(1, Ordering::Relaxed);
     }
     Ok(evicted)
 }
