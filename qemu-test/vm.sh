@@ -112,6 +112,12 @@ wire_nic() { # local_port remote_port mac
 }
 peer_pid=
 rm -f "$results/.guest-status" "$results/guest-checks.txt"
+# Every other guest gets a spare virtio NIC whose frames go to a host port
+# nobody listens on: a real NIC for the suites to move between namespaces
+# (namespace deletion hands it back to the initial one, a veth it would
+# destroy). Not a QEMU hub with nothing else on it: its transmit queue
+# stalls, and the guest's netdev watchdog reports a timeout.
+spare_nic="-netdev dgram,id=spare,local.type=inet,local.host=127.0.0.1,local.port=47111,remote.type=inet,remote.host=127.0.0.1,remote.port=47112 -device virtio-net-pci,netdev=spare,mac=52:54:00:0f:00:09"
 if [ "$mode" = wire ]; then
     peer_kdir=$("$OXE_TOP/scripts/kernel.sh" dir plain)
     peer_module=$(module_dir plain)/oxe.ko
@@ -134,6 +140,8 @@ if [ "$mode" = wire ]; then
     peer_pid=$!
     mode=wire-oxe
     vng_args+=(--qemu-opts="$(wire_nic 47101 47102 52:54:00:0f:00:01)")
+else
+    vng_args+=(--qemu-opts="$spare_nic")
 fi
 if [ "$mode" = shell ]; then
     exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"

@@ -82,6 +82,7 @@ struct OxeModule {
     /// Both are `Option` only so that `drop` can end them in the right order.
     link: Option<ib::link::LinkOps>,
     notifier: Option<ib::netdev::Notifier>,
+    namespaces: Option<ib::udp::NamespaceWatch>,
 }
 
 impl kernel::Module for OxeModule {
@@ -90,12 +91,14 @@ impl kernel::Module for OxeModule {
         ib::work::init()?;
         ib::crc::calibrate();
         ib::debugfs::init_root();
+        let namespaces = ib::udp::NamespaceWatch::register()?;
         let notifier = ib::netdev::Notifier::register::<device::OxeDevice>()?;
         let link = ib::link::LinkOps::register::<device::OxeDevice>(c"oxe")?;
         pr_info!("loaded\n");
         Ok(OxeModule {
             link: Some(link),
             notifier: Some(notifier),
+            namespaces: Some(namespaces),
         })
     }
 }
@@ -103,10 +106,12 @@ impl kernel::Module for OxeModule {
 impl Drop for OxeModule {
     fn drop(&mut self) {
         // No new devices (the link type goes), then no devices (queued
-        // unregistrations included), then nothing left to notify.
+        // unregistrations included), then nothing left to notify or to
+        // close at a namespace's exit.
         drop(self.link.take());
         ib::device::unregister_all();
         drop(self.notifier.take());
+        drop(self.namespaces.take());
         ib::udp::exit();
         ib::work::exit();
         ib::debugfs::remove_root();

@@ -16,6 +16,9 @@ the threat is such a user, and judges by what that user got.
 - Port 4791: a user who binds the RoCE v2 port of a namespace before oxe
   does must make `rdma link add` fail, not leave oxe listening on one
   address family while the user's socket takes the other's packets.
+- A network namespace deleted under a running oxe device takes the
+  device's RoCE sockets with it, whether its netdev is destroyed or handed
+  back to the initial namespace.
 """
 import json
 import os
@@ -413,6 +416,147 @@ class PortTakeover(unittest.TestCase):
     def test_prebound_ipv4_port_refuses_link_add(self):
         self.hold('4')
         self.assert_refused_then_works()
+
+
+# The guest's spare virtio NIC (qemu-test/vm.sh), which namespace deletion
+# hands back to the initial namespace.
+SPARE_MAC = '52:54:00:0f:00:09'
+EXIT_NS = 'secexit'
+
+
+def links(ns=None):
+    cmd = ['ip', '-j', 'link', 'show']
+    r = run(['ip', 'netns', 'exec', ns, *cmd] if ns else cmd)
+    return json.loads(r.stdout or '[]') if r.returncode == 0 else []
+
+
+def kernel_log():
+    return run(['dmesg']).stdout.splitlines()
+
+
+DEBUGFS = '/sys/kernel/debug/oxe'
+
+
+def sockets_view():
+    """oxe's list of the namespaces whose port 4791 it holds."""
+    with open(f'{DEBUGFS}/sockets') as f:
+        return f.read()
+
+
+class NamespaceExit(unittest.TestCase):
+    """A network namespace deleted while an oxe device runs on a netdev
+    inside it, and the device cannot go yet: a process's ODP fault on it
+    waits on a FUSE READ (as in OdpIsolation), which holds its MR, and so
+    the device's unregistration. The namespace's RoCE sockets must be
+    closed with the namespace, not when the device finally goes: they hold
+    no counted reference to it, so the netns refcount tracker reports one
+    left behind, and releasing them later writes into freed memory."""
+
+    DEV = 'oxe7'
+    MNT = '/tmp/oxe-stall-exit'
+
+    def setUp(self):
+        run(['ip', 'netns', 'del', EXIT_NS])
+        subprocess.run(['ip', 'netns', 'add', EXIT_NS], check=True)
+        os.makedirs(self.MNT, exist_ok=True)
+        self.stall = None
+        self.stuck = None
+        self.addCleanup(self.cleanup)
+        self.log_start = len(kernel_log())
+
+    def cleanup(self):
+        self.release()
+        run(['ip', 'netns', 'exec', EXIT_NS, 'rdma', 'link', 'delete', self.DEV])
+        run(['rdma', 'link', 'delete', self.DEV])
+        run(['ip', 'netns', 'del', EXIT_NS])
+
+    def ns(self, *cmd):
+        subprocess.run(['ip', 'netns', 'exec', EXIT_NS, *cmd], check=True, timeout=60)
+
+    def release(self):
+        """The file system answers the READ, the fault ends, its process
+        exits; then the file system goes. Safe to call twice."""
+        if self.stall and self.stall.poll() is None and not self.stall.stdin.closed:
+            self.stall.stdin.close()
+            self.assertEqual(readline(self.stall, 30), 'answered')
+        if self.stuck and self.stuck.poll() is None:
+            self.stuck.stdin.close()
+            self.stuck.wait(timeout=60)
+        subprocess.run(['umount', '-l', self.MNT], capture_output=True)
+        if self.stall and self.stall.poll() is None:
+            self.stall.terminate()
+            self.stall.wait(timeout=30)
+        for p in (self.stall, self.stuck):
+            if p and p.poll() is not None:
+                p.stdout.close()
+
+    def bring_up(self, ifname):
+        """oxe7 on `ifname` in the namespace, held by a stuck fault."""
+        self.ns('ip', 'link', 'set', 'lo', 'up')
+        self.ns('ip', 'link', 'set', ifname, 'up')
+        self.ns('ip', 'addr', 'add', '10.78.0.1/24', 'dev', ifname)
+        self.ns('rdma', 'link', 'add', self.DEV, 'type', 'oxe', 'netdev', ifname)
+        py = '/usr/bin/python3'
+        self.stall = subprocess.Popen([py, os.path.join(GUEST, 'fuse_stall.py'), self.MNT],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.assertEqual(readline(self.stall, 30), 'ready', 'the FUSE file system did not come up')
+        # From the initial namespace (devices are shared between
+        # namespaces): a process inside would keep the namespace alive.
+        self.stuck = subprocess.Popen([py, '-c', STUCK, self.DEV, os.path.join(self.MNT, 'data')],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.assertEqual(readline(self.stuck, 30), 'advised', 'the process could not advise')
+        self.assertEqual(readline(self.stall, 30), 'held', 'no fault reached the file system')
+
+    def delete_namespace_and_settle(self, netdev_destroyed):
+        """Deletes the namespace, checks that its port 4791 is closed
+        while the device still lives, lets the device go, and checks what
+        the kernel said."""
+        inum = os.stat(f'/run/netns/{EXIT_NS}').st_ino
+        entry = f'net:[{inum}] devices 1 '
+        self.assertIn(entry, sockets_view(), 'the namespace\'s sockets are not listed')
+        subprocess.run(['ip', 'netns', 'del', EXIT_NS], check=True)
+        time.sleep(5)
+        # The device's state (and its debugfs directory) goes only once the
+        # fault ends: it outlives the namespace.
+        alive = os.path.isdir(f'{DEBUGFS}/{self.DEV}')
+        view = sockets_view()
+        self.release()
+        if not netdev_destroyed:
+            # (A destroyed netdev's namespace waits for the netdev to be
+            # let go, and so for the device, before it goes on.)
+            self.assertTrue(alive, f'{self.DEV} went while a fault held it: the test proves nothing')
+            self.assertNotIn(entry, view, 'the sockets of the deleted namespace were still '
+                             f'open while {self.DEV} lived on:\n{view}')
+        deadline = time.time() + 30
+        while os.path.isdir(f'{DEBUGFS}/{self.DEV}') and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertFalse(os.path.isdir(f'{DEBUGFS}/{self.DEV}'),
+                         f'{self.DEV} outlived its netdev and its holder by 30 s')
+        self.assertNotIn(entry, sockets_view())
+        time.sleep(2)
+        new = kernel_log()[self.log_start:]
+        bad = [line for line in new
+               if any(w in line for w in ('ref_tracker', 'leaked', 'KASAN', 'WARNING', 'BUG'))]
+        self.assertEqual(bad, [], 'the kernel reported:\n' + '\n'.join(new[-80:]))
+
+    def test_virtual_netdev_deleted_with_namespace(self):
+        self.ns('ip', 'link', 'add', 'sec1', 'type', 'dummy')
+        self.bring_up('sec1')
+        self.delete_namespace_and_settle(netdev_destroyed=True)
+
+    def test_nic_returned_to_initial_namespace(self):
+        spare = [l['ifname'] for l in links() if l.get('address') == SPARE_MAC]
+        self.assertEqual(len(spare), 1, f'no spare NIC {SPARE_MAC} in the guest')
+        subprocess.run(['ip', 'link', 'set', spare[0], 'netns', EXIT_NS], check=True)
+        self.bring_up(spare[0])
+        self.delete_namespace_and_settle(netdev_destroyed=False)
+        back = [l['ifname'] for l in links() if l.get('address') == SPARE_MAC]
+        self.assertEqual(len(back), 1, 'the NIC did not come back to the initial namespace')
+        # A new device on it, in the initial namespace, opens its port.
+        subprocess.run(['ip', 'link', 'set', back[0], 'up'], check=True)
+        r = run(['rdma', 'link', 'add', self.DEV, 'type', 'oxe', 'netdev', back[0]])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(run(['rdma', 'link', 'delete', self.DEV]).returncode, 0)
 
 
 if __name__ == '__main__':

@@ -44,10 +44,20 @@ impl Writer for Icrc {
     }
 }
 
-/// The root directory and its `icrc` file, for the module's life.
+/// The `sockets` file's contents: the namespaces whose port 4791 oxe holds.
+struct Sockets;
+
+impl Writer for Sockets {
+    fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        super::udp::describe(f)
+    }
+}
+
+/// The root directory and its `icrc` and `sockets` files, for the module's life.
 struct Root {
     dir: Dir,
     _icrc: Option<Pin<KBox<File<Icrc>>>>,
+    _sockets: Option<Pin<KBox<File<Sockets>>>>,
 }
 
 kernel::sync::global_lock! {
@@ -62,7 +72,12 @@ pub(crate) fn init_root() {
     unsafe { ROOT.init() };
     let dir = Dir::new(c"oxe");
     let icrc = KBox::pin_init(dir.read_only_file(c"icrc", Icrc), GFP_KERNEL).ok();
-    *ROOT.lock() = Some(Root { dir, _icrc: icrc });
+    let sockets = KBox::pin_init(dir.read_only_file(c"sockets", Sockets), GFP_KERNEL).ok();
+    *ROOT.lock() = Some(Root {
+        dir,
+        _icrc: icrc,
+        _sockets: sockets,
+    });
 }
 
 /// Removes the root (module exit): the directory goes once every device's

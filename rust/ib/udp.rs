@@ -1,9 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! RoCE v2 UDP port 4791: one socket pair per network namespace, shared by
-//! every oxe device whose netdev lives there and closed with the last one.
-//! (A port can be bound once per namespace, so per-device sockets would
-//! collide as soon as two devices share a namespace.)
+//! every oxe device whose netdev lives there and closed with the last one,
+//! or with the namespace. (A port can be bound once per namespace, so
+//! per-device sockets would collide as soon as two devices share a
+//! namespace.)
+//!
+//! A kernel socket holds no counted reference to its namespace, only one
+//! that keeps its memory: a namespace goes while its sockets live, and a
+//! socket released after the namespace's subsystems are dismantled writes
+//! into their freed per-CPU statistics. An oxe device can outlive its
+//! netdev's namespace: a NIC the namespace's deletion hands back to the
+//! initial one leaves the device's unregistration queued, behind whatever
+//! holds the device (a fault that waits on a slow file). So the namespace's
+//! exit ([`NamespaceWatch`]) closes its sockets itself, before the
+//! subsystems they use go; the devices that shared them receive nothing
+//! more, and go when their unregistration runs.
 //!
 //! The sockets are plain UDP sockets that take GSO packets whole, not
 //! tunnel sockets. UDP splits a GSO packet into one skb per datagram, with
@@ -39,12 +51,16 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::SetOnce;
 
-/// A network namespace, by identity. Only compared, never dereferenced by Rust.
+/// A network namespace, by identity. Only compared, never dereferenced by
+/// Rust, and passed to C only while a netdev of the namespace is held.
+/// The address of a namespace that has gone may be a new namespace's: an
+/// entry of the registry is removed at its namespace's exit, so none is
+/// ever found by a namespace it did not open.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NetNs(*mut b::net);
 
-// SAFETY: used only as an identity and passed back to C while a netdev of that
-// namespace is held, which keeps the namespace alive.
+// SAFETY: an identity; C uses it only while the namespace is alive, which a
+// held netdev of it ensures (`PortSockets::get`).
 unsafe impl Send for NetNs {}
 // SAFETY: as above.
 unsafe impl Sync for NetNs {}
@@ -54,6 +70,16 @@ impl NetNs {
     pub(crate) fn of(ndev: &NetDev) -> Self {
         // SAFETY: the held netdev is alive (NetDev invariant).
         NetNs(unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) })
+    }
+
+    /// The namespace's inode number (`/proc/PID/ns/net`), for humans.
+    ///
+    /// # Safety
+    ///
+    /// The namespace is alive: a netdev of it is held.
+    unsafe fn inum(self) -> u32 {
+        // SAFETY: alive (the caller's contract).
+        unsafe { (*self.0).ns.inum }
     }
 
     pub(super) fn as_ptr(self) -> *mut b::net {
@@ -281,6 +307,11 @@ impl Drop for UdpSocket {
 
 struct NsEntry {
     ns: NetNs,
+    /// Tells this entry from one of a later namespace at the same address
+    /// (a device whose namespace went finds its entry gone).
+    serial: u64,
+    /// The namespace's inode number, for the debugfs view.
+    inum: u32,
     users: usize,
     _v4: KVec<UdpSocket>,
     /// Empty when the kernel has no IPv6: RoCE then works over IPv4 only.
@@ -299,9 +330,19 @@ fn open_group<D: super::driver::Driver>(ns: NetNs, ipv6: bool) -> Result<KVec<Ud
     Ok(group)
 }
 
+/// The registry: the namespaces whose port 4791 oxe holds, and the next
+/// entry's serial.
+struct Registry {
+    entries: KVec<NsEntry>,
+    next_serial: u64,
+}
+
 kernel::sync::global_lock! {
     // SAFETY: initialized in `init`, from the module initializer, before any device exists.
-    unsafe(uninit) static SOCKETS: Mutex<KVec<NsEntry>> = KVec::new();
+    unsafe(uninit) static SOCKETS: Mutex<Registry> = Registry {
+        entries: KVec::new(),
+        next_serial: 0,
+    };
 }
 
 /// Sets up the registry; called once from module init.
@@ -314,13 +355,95 @@ pub(crate) fn init() {
 /// (and so every socket) is gone. A static is never dropped: without this,
 /// the list's buffer outlived the module (kmemleak found it).
 pub(crate) fn exit() {
-    let old = core::mem::take(&mut *SOCKETS.lock());
+    let old = core::mem::take(&mut SOCKETS.lock().entries);
     drop(old);
+}
+
+/// The registry for debugfs: one line per namespace whose port 4791 oxe
+/// holds.
+pub(crate) fn describe(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    for e in SOCKETS.lock().entries.iter() {
+        writeln!(
+            w,
+            "net:[{}] devices {} ipv4 {} ipv6 {}",
+            e.inum,
+            e.users,
+            e._v4.len(),
+            e._v6.len()
+        )?;
+    }
+    Ok(())
+}
+
+/// Closes the sockets of namespace `net`, which is being dismantled.
+///
+/// # Safety
+///
+/// Called only by the kernel, as a `pernet_operations` exit.
+unsafe extern "C" fn namespace_exit(net: *mut b::net) {
+    let ns = NetNs(net);
+    let mut reg = SOCKETS.lock();
+    let mut i = 0;
+    while i < reg.entries.len() {
+        if reg.entries.get(i).is_some_and(|e| e.ns == ns) {
+            // Dropping an entry closes its sockets, waiting for their
+            // drains, as the last device's drop does.
+            drop(reg.entries.remove(i));
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// A registered `pernet_operations` whose exit closes a namespace's RoCE
+/// sockets (module doc).
+///
+/// # Invariants
+///
+/// `ops` is registered as a pernet subsystem for as long as this exists.
+pub(crate) struct NamespaceWatch {
+    ops: Pin<KBox<PernetOps>>,
+}
+
+#[repr(transparent)]
+struct PernetOps(core::cell::UnsafeCell<b::pernet_operations>);
+
+// SAFETY: the kernel serializes use of the operations (pernet_ops_rwsem);
+// Rust never touches them after registration.
+unsafe impl Send for PernetOps {}
+// SAFETY: as above.
+unsafe impl Sync for PernetOps {}
+
+impl NamespaceWatch {
+    pub(crate) fn register() -> Result<Self> {
+        let ops = b::pernet_operations {
+            exit: Some(namespace_exit),
+            ..Default::default()
+        };
+        let ops = KBox::pin(PernetOps(core::cell::UnsafeCell::new(ops)), GFP_KERNEL)?;
+        // SAFETY: pinned in a heap allocation that outlives the
+        // registration (unregistered in `drop`).
+        let ret = unsafe { b::register_pernet_subsys(ops.0.get()) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: registered above.
+        Ok(NamespaceWatch { ops })
+    }
+}
+
+impl Drop for NamespaceWatch {
+    fn drop(&mut self) {
+        // SAFETY: registered for our lifetime (type invariant). Runs the
+        // exit for every namespace, which by module exit has no sockets.
+        unsafe { b::unregister_pernet_subsys(self.ops.0.get()) };
+    }
 }
 
 /// One device's share of its namespace's RoCE sockets.
 pub(crate) struct PortSockets {
     ns: NetNs,
+    serial: u64,
 }
 
 impl PortSockets {
@@ -328,10 +451,13 @@ impl PortSockets {
     /// `D`'s devices (a module has one driver).
     pub(crate) fn get<D: super::driver::Driver>(ndev: &NetDev) -> Result<Self> {
         let ns = NetNs::of(ndev);
-        let mut list = SOCKETS.lock();
-        if let Some(e) = list.iter_mut().find(|e| e.ns == ns) {
+        let mut reg = SOCKETS.lock();
+        if let Some(e) = reg.entries.iter_mut().find(|e| e.ns == ns) {
             e.users += 1;
-            return Ok(PortSockets { ns });
+            return Ok(PortSockets {
+                ns,
+                serial: e.serial,
+            });
         }
         let v4 = open_group::<D>(ns, false)?;
         let v6 = match open_group::<D>(ns, true) {
@@ -345,30 +471,41 @@ impl PortSockets {
             // IPv6, payloads and rkeys included.
             Err(e) => return Err(e),
         };
-        list.push(
+        let serial = reg.next_serial;
+        reg.next_serial += 1;
+        // SAFETY: `ndev`, of this namespace, is held.
+        let inum = unsafe { ns.inum() };
+        reg.entries.push(
             NsEntry {
                 ns,
+                serial,
+                inum,
                 users: 1,
                 _v4: v4,
                 _v6: v6,
             },
             GFP_KERNEL,
         )?;
-        Ok(PortSockets { ns })
+        Ok(PortSockets { ns, serial })
     }
 }
 
 impl Drop for PortSockets {
     fn drop(&mut self) {
-        let mut list = SOCKETS.lock();
-        if let Some(i) = list.iter().position(|e| e.ns == self.ns) {
-            let last = list.get_mut(i).map(|e| {
+        let mut reg = SOCKETS.lock();
+        // None once the namespace's exit has closed the sockets.
+        let found = reg
+            .entries
+            .iter()
+            .position(|e| e.ns == self.ns && e.serial == self.serial);
+        if let Some(i) = found {
+            let last = reg.entries.get_mut(i).map(|e| {
                 e.users -= 1;
                 e.users == 0
             });
             if last == Some(true) {
                 // Dropping the entry closes every socket.
-                drop(list.remove(i));
+                drop(reg.entries.remove(i));
             }
         }
     }
