@@ -88,6 +88,7 @@ struct OxeModule {
 impl kernel::Module for OxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         ib::udp::init();
+        ib::chunked_odp::init();
         ib::work::init()?;
         ib::crc::calibrate();
         ib::debugfs::init_root();
@@ -113,6 +114,7 @@ impl Drop for OxeModule {
         drop(self.notifier.take());
         drop(self.namespaces.take());
         ib::udp::exit();
+        ib::chunked_odp::exit();
         ib::work::exit();
         ib::debugfs::remove_root();
         pr_info!("unloaded\n");

@@ -20,6 +20,7 @@ the threat is such a user, and judges by what that user got.
   device's RoCE sockets with it, whether its netdev is destroyed or handed
   back to the initial namespace.
 """
+import errno
 import json
 import os
 import select
@@ -557,6 +558,89 @@ class NamespaceExit(unittest.TestCase):
         r = run(['rdma', 'link', 'add', self.DEV, 'type', 'oxe', 'netdev', back[0]])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(run(['rdma', 'link', 'delete', self.DEV]).returncode, 0)
+
+
+CHILD = 2 << 20
+MAX_CHILDREN = 8192
+# Process C: two implicit ODP MRs, prefetches that never fault over a large
+# mapping nothing has touched (each 2 MiB makes a child, empty), and how
+# many children each MR has after each step. Prints one JSON line.
+CHILDREN = """
+import ctypes, errno, json, mmap, re, sys
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.mr import MR
+from pyverbs.wr import SGE
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.libibverbs_enums import (ibv_access_flags as acc, _IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+                                      _IBV_ADVISE_MR_FLAG_FLUSH)
+dev = sys.argv[1]
+CHILD = 2 << 20
+STEP = 1 << 31
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+span = 24 << 30
+base = libc.mmap(None, span + CHILD, mmap.PROT_READ | mmap.PROT_WRITE,
+                 mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000, -1, 0)  # MAP_NORESERVE
+base = (base + CHILD - 1) & ~(CHILD - 1)
+ctx = Context(name=dev)
+pd = PD(ctx)
+access = acc.IBV_ACCESS_LOCAL_WRITE | acc.IBV_ACCESS_ON_DEMAND
+def children(mr):
+    with open(f'/sys/kernel/debug/oxe/{dev}/mr-{mr.lkey >> 8}') as f:
+        return int(re.search(r'in (\\d+) children', f.read()).group(1))
+def prefetch(mr, start, length):
+    try:
+        for at in range(start, start + length, STEP):
+            pd.advise_mr(_IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, _IBV_ADVISE_MR_FLAG_FLUSH,
+                         [SGE(base + at, min(STEP, start + length - at), mr.lkey)])
+        return 0
+    except PyverbsRDMAError as e:
+        return e.error_code
+out = {}
+a = MR(pd, 0, access, implicit=True)
+b = MR(pd, 0, access, implicit=True)
+out['a_16g'] = prefetch(a, 0, 16 << 30)
+out['a_children'] = children(a)
+# A holds every child the process may have, and B has none of its own to give up.
+out['b_none'] = prefetch(b, 16 << 30, CHILD)
+# A, at the cap, makes room among its own (all empty).
+out['a_more'] = prefetch(a, 16 << 30, 2 << 30)
+out['after_a_more'] = [children(a), children(b)]
+out['b_8g'] = prefetch(b, 16 << 30, 8 << 30)
+out['after_b'] = [children(a), children(b)]
+a.close()
+b.close()
+# Every child went back with its MR: a new one fills the whole cap again.
+c = MR(pd, 0, access, implicit=True)
+out['c_16g'] = prefetch(c, 0, 16 << 30)
+out['c_children'] = children(c)
+print(json.dumps(out), flush=True)
+"""
+
+
+class OdpChildren(unittest.TestCase):
+    """ib_core allocates an ODP child's page lists (about 9 KiB for 2 MiB)
+    without charging the process's memory cgroup, and a prefetch that does
+    not fault makes children without touching memory: a process's ODP MRs
+    together hold at most 8192 children, each MR making room among its own
+    and failing with ENOMEM when it has none."""
+
+    def test_children_are_bounded_per_process(self):
+        p = subprocess.run(['/usr/bin/python3', '-c', CHILDREN, DEV],
+                           capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr[-1500:])
+        got = json.loads(p.stdout)
+        print(f'children: {got}')
+        self.assertEqual((got['a_16g'], got['a_children']), (0, MAX_CHILDREN), got)
+        self.assertEqual(got['b_none'], errno.ENOMEM, got)
+        self.assertEqual(got['a_more'], 0, got)
+        self.assertLessEqual(sum(got['after_a_more']), MAX_CHILDREN, got)
+        self.assertEqual(got['b_8g'], 0, got)
+        self.assertLessEqual(sum(got['after_b']), MAX_CHILDREN, got)
+        self.assertGreater(got['after_b'][1], 0, got)
+        self.assertEqual((got['c_16g'], got['c_children']), (0, MAX_CHILDREN), got)
 
 
 if __name__ == '__main__':

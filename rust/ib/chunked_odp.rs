@@ -22,19 +22,22 @@
 //! The children are 2 MiB: a child costs a table and ib_core's page list
 //! (8 bytes per page each) and a notifier in the mm's interval tree, so
 //! small children keep what a scattered use of the address space costs
-//! close to what it touches. At most [`MAX_CHILDREN`] live at a time;
-//! past that, the children with no page present are freed first (a peer
-//! writing to unmapped addresses creates such children), and then the one
-//! accesses found least recently: its pages are faulted again when next
-//! needed, so a peer touching one page in each of many regions cannot
-//! fill the MR for good.
+//! close to what it touches. A process has at most [`MAX_CHILDREN`] alive
+//! at a time over all its MRs; past that, an MR that needs a child frees
+//! its own children with no page present first (a prefetch that does not
+//! fault creates such children; a fault that fails, as a peer's access
+//! where the process maps nothing does, frees the child it made), and then
+//! the one accesses found least recently: its pages
+//! are faulted again when next needed, so a peer touching one page in
+//! each of many regions cannot fill the MR for good. An MR with no child
+//! to give up fails the fault (ENOMEM).
 
 use super::lock::{new_spinlock_bh, SpinLockBh};
 use super::odp::{odp_of, umem_of, FaultMode, History, OdpEvents, OdpUmem, Tally};
 use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ops::Range;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::mm::Mm;
 use kernel::prelude::*;
 use kernel::sync::aref::ARef;
@@ -44,13 +47,109 @@ use kernel::sync::{Arc, Mutex};
 const CHILD_SHIFT: u32 = 21;
 /// The address space is covered by children of this many bytes, aligned.
 pub(crate) const CHILD_SIZE: u64 = 1 << CHILD_SHIFT;
-/// Children alive at once: 16 GiB of address space in use.
+/// Children one process may have at once, over all its ODP MRs on every
+/// oxe device: 16 GiB of address space translated. A child's page lists
+/// are ib_core's (about 9 KiB, `ib_umem_odp_alloc_child`), allocated
+/// without `__GFP_ACCOUNT`, which no driver can charge to the process's
+/// memory cgroup: this bounds them instead, at about 72 MiB a process,
+/// whether a child is made by the process's own verb or by the device's
+/// work for it.
 const MAX_CHILDREN: usize = 8192;
 
+/// One process's count of children, shared by its MRs.
+struct Budget {
+    /// The process's `mm_struct`, by address: held (mmgrab) by every MR
+    /// that shares the budget, so no other process has it meanwhile.
+    mm: usize,
+    used: AtomicUsize,
+}
+
+impl Budget {
+    /// A child's share of the budget, if there is room.
+    fn charge(this: &Arc<Self>) -> Option<Charge> {
+        this.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_CHILDREN).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Charge(this.clone()))
+    }
+}
+
+/// One child's place in its process's budget, given back when it goes.
+struct Charge(Arc<Budget>);
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.0.used.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// The budget of every process with an ODP MR in chunks, with how many
+/// such MRs it has.
+struct Budgets(KVec<(Arc<Budget>, usize)>);
+
+kernel::sync::global_lock! {
+    // SAFETY: initialized in `init`, from the module initializer, before
+    // any device exists.
+    unsafe(uninit) static BUDGETS: Mutex<Budgets> = Budgets(KVec::new());
+}
+
+/// Sets up the budgets' registry (module init).
+pub(crate) fn init() {
+    // SAFETY: called once, from module init, before any other use.
+    unsafe { BUDGETS.init() };
+}
+
+/// Frees the registry's memory (module exit, every MR gone).
+pub(crate) fn exit() {
+    drop(core::mem::take(&mut BUDGETS.lock().0));
+}
+
+/// An MR's hold on its process's budget: the registry forgets a budget
+/// with the last MR that holds it. Dropped with the MR's root umem, in
+/// process context (it takes the registry's mutex), before the mm goes.
+struct BudgetRef(Arc<Budget>);
+
+impl BudgetRef {
+    fn of(mm: usize) -> Result<Self> {
+        let mut reg = BUDGETS.lock();
+        if let Some((b, users)) = reg.0.iter_mut().find(|(b, _)| b.mm == mm) {
+            *users += 1;
+            return Ok(BudgetRef(b.clone()));
+        }
+        let b = Arc::new(
+            Budget {
+                mm,
+                used: AtomicUsize::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        reg.0.push((b.clone(), 1), GFP_KERNEL)?;
+        Ok(BudgetRef(b))
+    }
+}
+
+impl Drop for BudgetRef {
+    fn drop(&mut self) {
+        let mut reg = BUDGETS.lock();
+        let Some(i) = reg.0.iter().position(|(b, _)| Arc::ptr_eq(b, &self.0)) else {
+            return;
+        };
+        let last = reg.0.get_mut(i).is_some_and(|(_, users)| {
+            *users -= 1;
+            *users == 0
+        });
+        if last {
+            drop(reg.0.remove(i));
+        }
+    }
+}
+
 /// The share of an access that one child holds: `[at, end)`, in the
-/// child at `index`. (An address the process cannot map still gets a
-/// child, whose faults then fail: hmm finds no VMA there. The children cap
-/// and the freeing of empty children bound what that costs.)
+/// child at `index`. (An address the process cannot map gets a child for
+/// as long as its fault takes to fail, hmm finding no VMA there; then the
+/// child goes.)
 struct Piece {
     index: u64,
     at: u64,
@@ -113,6 +212,7 @@ struct Child {
     /// When an access last found it (jiffies): at the cap, the child used
     /// least recently makes room.
     used: AtomicU64,
+    _charge: Charge,
 }
 
 #[pin_data]
@@ -139,6 +239,8 @@ enum Reap {
     Empty,
     /// The one accesses found least recently.
     LeastRecentlyUsed,
+    /// The one at this index, if it has no page present.
+    Unfilled(u64),
 }
 
 /// The memory of an implicit ODP MR, or of an explicit one in chunks.
@@ -149,7 +251,7 @@ enum Reap {
 /// `root` is the umem of an ib_umem_odp from `ib_umem_odp_alloc_implicit`,
 /// kept with a reference (mmgrab) on its process's mm.
 pub(crate) struct ChunkedOdp {
-    root: UmemRef<ARef<Mm>>,
+    root: UmemRef<RootKeep>,
     inner: Pin<KBox<Inner>>,
     /// The address of offset 0: the registered start (0 when implicit).
     origin: u64,
@@ -159,6 +261,16 @@ pub(crate) struct ChunkedOdp {
     /// one outside the MR does, instead of asking for a fault that can
     /// never be had.
     gone: AtomicBool,
+    /// The process's count of children, which this MR's count in.
+    budget: Arc<Budget>,
+}
+
+/// What an MR's root umem keeps until it is released (in process context,
+/// `UmemRef`): its place in the budgets' registry, then the mm (mmgrab),
+/// which names the budget.
+struct RootKeep {
+    _budget: BudgetRef,
+    _mm: ARef<Mm>,
 }
 
 // SAFETY: the root is only read (its mm and pid) by ib_core when a child
@@ -202,6 +314,8 @@ impl ChunkedOdp {
         // returned. The mm must still be there to be asked then (a child
         // checks that the process lives), so the root keeps it.
         let mm: ARef<Mm> = ARef::from(&**kernel::current!().mm().ok_or(EFAULT)?);
+        let member = BudgetRef::of(mm.as_raw() as usize)?;
+        let budget = member.0.clone();
         let get = || {
             // SAFETY: a registered device (IbDev invariant), in the
             // registering process's context; an ERR_PTR on failure.
@@ -209,7 +323,11 @@ impl ChunkedOdp {
             umem_of(p)
         };
         // INVARIANT: an implicit root, kept with its mm.
-        let root = UmemRef::get(get, mm)?;
+        let keep = RootKeep {
+            _budget: member,
+            _mm: mm,
+        };
+        let root = UmemRef::get(get, keep)?;
         let totals = Arc::new(Tally::new(events), GFP_KERNEL)?;
         let inner = KBox::pin_init(
             pin_init!(Inner {
@@ -225,6 +343,7 @@ impl ChunkedOdp {
             origin,
             implicit,
             gone: AtomicBool::new(false),
+            budget,
         })
     }
 
@@ -284,11 +403,21 @@ impl ChunkedOdp {
     /// process.
     pub(crate) fn fault(&self, off: u64, len: u64, write: bool, mode: FaultMode) -> Result {
         for p in self.pieces(off, len)?.1 {
-            let odp = match self.child(p.index) {
-                Some(odp) => odp,
-                None => self.create(p.index)?,
+            let (odp, made) = match self.child(p.index) {
+                Some(odp) => (odp, false),
+                None => (self.create(p.index)?, true),
             };
-            odp.fault(p.offset(), p.end - p.at, write, mode)?;
+            if let Err(e) = odp.fault(p.offset(), p.end - p.at, write, mode) {
+                // A child made for a fault that brought nothing in (a
+                // peer's access where the process maps nothing) goes at
+                // once: it would hold a place in the process's budget
+                // that only this MR could give back.
+                if made {
+                    let _grow = self.inner.growing.lock();
+                    self.reap(Reap::Unfilled(p.index));
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -301,14 +430,23 @@ impl ChunkedOdp {
             return Ok(odp);
         }
         self.reap(Reap::Emptied);
-        if self.inner.children.lock().len() >= MAX_CHILDREN {
-            self.reap(Reap::Empty);
-        }
-        if self.inner.children.lock().len() >= MAX_CHILDREN {
-            // Dropping a translation is always allowed: the pages come
-            // back on their next access.
-            self.reap(Reap::LeastRecentlyUsed);
-        }
+        // At the process's cap, this MR makes room among its own
+        // children, or the fault fails: another MR's children are its own.
+        let charge = match Budget::charge(&self.budget) {
+            Some(c) => c,
+            None => {
+                self.reap(Reap::Empty);
+                match Budget::charge(&self.budget) {
+                    Some(c) => c,
+                    None => {
+                        // Dropping a translation is always allowed: the
+                        // pages come back on their next access.
+                        self.reap(Reap::LeastRecentlyUsed);
+                        Budget::charge(&self.budget).ok_or(ENOMEM)?
+                    }
+                }
+            }
+        };
         // (`index` is below USER_END >> CHILD_SHIFT: no overflow.)
         let addr = index << CHILD_SHIFT;
         // SAFETY: the root is an implicit ib_umem_odp whose mm is grabbed
@@ -349,6 +487,7 @@ impl ChunkedOdp {
             index,
             odp: odp.clone(),
             used: AtomicU64::new(super::work::jiffies()),
+            _charge: charge,
         };
         children
             .insert_within_capacity(slot, child)
@@ -376,6 +515,7 @@ impl ChunkedOdp {
                     Reap::Emptied => c.odp.present() == 0 && c.odp.history().invalidated_pages != 0,
                     Reap::Empty => c.odp.present() == 0,
                     Reap::LeastRecentlyUsed => Some(c.index) == lru,
+                    Reap::Unfilled(i) => c.index == i && c.odp.present() == 0,
                 }
         };
         let n = self
