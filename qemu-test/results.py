@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Turns suite output into results and holds oxe to its expectations.
 
-  results.py unittest LOG SUITE DEVICE SECONDS   per-test verdicts + counts (JSON) beside LOG
+  results.py unittest LOG SUITE DEVICE SECONDS   per-test verdicts + counts (JSON) beside LOG,
+                                                 from the runner's LOG.runner.json
   results.py ratchet EXPECTED VERDICTS_JSON      fails if a listed test did not pass
   results.py grow EXPECTED VERDICTS_JSON         adds newly passing tests to EXPECTED
   results.py stock-clean VERDICTS_JSON           fails on any FAIL or ERROR among rdma-core's own tests
@@ -12,46 +13,24 @@ The expectations files only grow: `grow` never removes a line, and `ratchet` fai
 the run for any listed test that is not "ok" (missing counts as not ok).
 """
 import json
-import re
 import sys
 from pathlib import Path
 
-# A test's own line: "test_name (module.Class.test_name)". The name starts
-# with "test" (unittest's prefix) and the id is dotted, so a docstring line
-# such as "ON_DEMAND (ODP) is ..." is not taken for one.
-START = re.compile(r"^(test\w*) \(([\w]+(?:\.[\w]+)+)\)")
-STATUS = re.compile(r"(?:^|\.\.\. )(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
-
-
-def parse_unittest(text):
-    """Verdict per test id from `unittest -v` output, tolerant of interleaved prints."""
-    verdicts, pending = {}, None
-    for line in text.splitlines():
-        m = START.match(line)
-        # "name (id) ... ok", or "name (id)" then its docstring line "... ok".
-        if m and (" ... " in line or line.rstrip().endswith("...") or line.rstrip() == m.group(0)):
-            pending = m.group(2)
-            if not pending.endswith("." + m.group(1)):
-                pending = f"{pending}.{m.group(1)}"
-        if pending is None:
-            continue
-        s = STATUS.search(line.rstrip())
-        if s:
-            word = s.group(1)
-            verdicts[pending] = "skipped" if word.startswith("skipped") else word
-            pending = None
-    return verdicts
-
-
 def unittest_cmd(log, suite, device, seconds):
-    text = Path(log).read_text(errors="replace")
-    verdicts = parse_unittest(text)
-    ran = re.search(r"^Ran (\d+) tests? in", text, re.M)
+    """Counts and per-test verdicts of a unittest run, from what its runner
+    recorded (guest/verdicts.py writes LOG's .runner.json as it ends)."""
+    runner = Path(log).with_suffix(".runner.json")
+    if not runner.exists():
+        print(f"{suite}: the test runner left no verdicts ({runner.name}): it did not finish",
+              file=sys.stderr)
+        return 1
+    got = json.loads(runner.read_text())
+    verdicts = got["verdicts"]
     counts = {k: sum(1 for v in verdicts.values() if v == k) for k in ("ok", "FAIL", "ERROR", "skipped")}
     summary = {
         "suite": suite,
         "device": device,
-        "ran": int(ran.group(1)) if ran else len(verdicts),
+        "ran": got["ran"],
         "ok": counts["ok"],
         "failures": counts["FAIL"],
         "errors": counts["ERROR"],

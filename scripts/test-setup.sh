@@ -136,8 +136,24 @@ rm -rf "$pt"
 # missing or empty list fails rather than passing whatever ran.
 rt=$(mktemp -d)
 res=$top/qemu-test/results.py
-printf 'test_a (m.C.test_a) ... ok\ntest_b (m.C.test_b) ... FAIL\n\nRan 2 tests in 0.1s\n' >"$rt/x.log"
-"$res" unittest "$rt/x.log" x dev 1 >/dev/null
+# Verdicts come from the runner's result (guest/verdicts.py), not its output.
+cat >"$rt/m.py" <<'EOF'
+import unittest
+class C(unittest.TestCase):
+    def test_a(self):
+        print("test_b (m.C.test_b) ... ok")
+    def test_b(self):
+        self.fail("no")
+    def test_c(self):
+        for i in range(2):
+            with self.subTest(i=i):
+                self.assertEqual(i, 0)
+EOF
+(cd "$rt" && OXE_VERDICTS=$rt/x.runner.json python3 "$top/qemu-test/guest/verdicts.py" m >"$rt/x.log" 2>&1)
+check "verdicts: the runner's result, not its output" "'$res' unittest '$rt/x.log' x dev 1 | grep '\"ok\": 1, \"failures\": 2' >/dev/null"
+check "verdicts: a failed subtest fails its test" "grep '\"m.C.test_c\": \"FAIL\"' '$rt/x.verdicts.json' >/dev/null"
+printf 'ok\n' >"$rt/y.log"
+check "verdicts: a runner that left none fails" "! '$res' unittest '$rt/y.log' y dev 1 2>/dev/null"
 printf 'm.C.test_a\n' >"$rt/listed.txt"
 check "ratchet: a listed test that passed passes" "'$res' ratchet '$rt/listed.txt' '$rt/x.verdicts.json' >/dev/null"
 check "ratchet: an unlisted failure is reported" "'$res' ratchet '$rt/listed.txt' '$rt/x.verdicts.json' | grep 'unlisted: m.C.test_b: FAIL' >/dev/null"

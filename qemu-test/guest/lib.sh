@@ -87,8 +87,10 @@ run_suite() { # name function args...
 unittest_suite() { # name device module timeout
     local name=$1 dev=$2 module=$3 secs=$4 rc t0=$SECONDS
     local log=$OXE_RESULTS/logs/$1-$2.log counts
+    rm -f "${log%.log}.runner.json"
     (cd "$GUEST" && OXE_DEV=$dev PYTHONPATH=$OXE_RDMA_CORE/build/python:$GUEST \
-        timeout "$secs" /usr/bin/python3 -m unittest -v "$module") >"$log" 2>&1
+        OXE_VERDICTS=${log%.log}.runner.json \
+        timeout "$secs" /usr/bin/python3 "$GUEST/verdicts.py" "$module") >"$log" 2>&1
     rc=$?
     cat "$log"
     [ $rc = 0 ] || echo "$name: the unittest runner exited with status $rc"

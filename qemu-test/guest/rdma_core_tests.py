@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """rdma-core's tests, run as its tests/run_tests.py runs them (same options,
 same output), that also write each test's wall time to the file named by
-$OXE_TEST_TIMES, slowest first. A debug guest spends most of `make test` in
+$OXE_TEST_TIMES, slowest first, and the verdicts to $OXE_VERDICTS
+(verdicts.py). A debug guest spends most of `make test` in
 these tests: the times say which ones, and whether a change made one slower.
 
 Vendor tests (mlx5, EFA) are left out: each skips itself unless the device
@@ -15,6 +16,8 @@ import sys
 import time
 import unittest
 from importlib.machinery import SourceFileLoader
+
+from verdicts import VerdictResult, write as write_verdicts  # noqa: E402  (beside this file)
 
 RDMA_CORE = os.environ["OXE_RDMA_CORE"]
 TESTS = os.path.join(RDMA_CORE, "tests")
@@ -42,7 +45,7 @@ def without_vendor(suite):
     return kept
 
 
-class TimedResult(unittest.TextTestResult):
+class TimedResult(VerdictResult):
     times = {}
 
     def startTest(self, test):
@@ -62,6 +65,7 @@ class TimedRunner(unittest.TextTestRunner):
 
 
 prog = unittest.main(module=tests, testRunner=TimedRunner, exit=False)
+write_verdicts(prog.result)
 out = os.environ.get("OXE_TEST_TIMES")
 if out:
     with open(out, "w") as f:

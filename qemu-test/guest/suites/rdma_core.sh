@@ -25,7 +25,8 @@ rdma_core_run() { # name device gid-index [run_tests.py arguments...]
     ibv_devinfo -d "$dev" -v | grep -E 'state|GID\[' || return 1
     # The tests hold huge-page MRs: reserve a few 2 MiB pages for them.
     echo 16 >/proc/sys/vm/nr_hugepages
-    (cd /tmp && OXE_TEST_TIMES=${log%.log}.times.txt timeout 1800 "$GUEST/rdma_core_tests.py" --dev "$dev" --gid "$gid" -v "$@") >"$log" 2>&1
+    rm -f "${log%.log}.runner.json"
+    (cd /tmp && OXE_TEST_TIMES=${log%.log}.times.txt OXE_VERDICTS=${log%.log}.runner.json timeout 1800 "$GUEST/rdma_core_tests.py" --dev "$dev" --gid "$gid" -v "$@") >"$log" 2>&1
     local rc=$?
     tail -n 5 "$log"
     echo "slowest tests (all in ${log%.log}.times.txt):"
