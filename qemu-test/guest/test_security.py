@@ -541,6 +541,11 @@ class NamespaceExit(unittest.TestCase):
         self.assertEqual(bad, [], 'the kernel reported:\n' + '\n'.join(new[-80:]))
 
     def test_virtual_netdev_deleted_with_namespace(self):
+        """A netdev the namespace destroys: its teardown waits for oxe to
+        let go of the netdev, so the device goes (and its sockets with
+        it) before the namespace's exit; checked for what the kernel says
+        and for nothing left in the registry. The NIC case is the one the
+        exit itself must close."""
         self.ns('ip', 'link', 'add', 'sec1', 'type', 'dummy')
         self.bring_up('sec1')
         self.delete_namespace_and_settle(netdev_destroyed=True)

@@ -26,6 +26,22 @@ struct net *oxe_shim_dev_net(const struct net_device *ndev)
 	return dev_net(ndev);
 }
 
+struct net *oxe_shim_dev_net_get(const struct net_device *ndev)
+{
+	struct net *net;
+
+	/* A netdev changes namespace under RTNL; its old one is freed after RCU. */
+	rcu_read_lock();
+	net = maybe_get_net(dev_net_rcu(ndev));
+	rcu_read_unlock();
+	return net;
+}
+
+void oxe_shim_put_net(struct net *net)
+{
+	put_net(net);
+}
+
 bool oxe_shim_netif_running(const struct net_device *ndev)
 {
 	return netif_running(ndev);

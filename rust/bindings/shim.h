@@ -16,6 +16,12 @@
 
 /* ---- net_device ---- */
 struct net *oxe_shim_dev_net(const struct net_device *ndev);
+/*
+ * The namespace @ndev is in now, with a counted reference, or NULL if it is
+ * being dismantled; oxe_shim_put_net() lets it go.
+ */
+struct net *oxe_shim_dev_net_get(const struct net_device *ndev);
+void oxe_shim_put_net(struct net *net);
 bool oxe_shim_netif_running(const struct net_device *ndev);
 bool oxe_shim_netif_carrier_ok(const struct net_device *ndev);
 void oxe_shim_dev_hold(struct net_device *ndev);

@@ -52,34 +52,58 @@ use kernel::prelude::*;
 use kernel::sync::SetOnce;
 
 /// A network namespace, by identity. Only compared, never dereferenced by
-/// Rust, and passed to C only while a netdev of the namespace is held.
-/// The address of a namespace that has gone may be a new namespace's: an
-/// entry of the registry is removed at its namespace's exit, so none is
-/// ever found by a namespace it did not open.
+/// Rust, and passed to C only under a [`NetRef`] to it. The address of a
+/// namespace that has gone may be a new namespace's: an entry of the
+/// registry is removed at its namespace's exit, so none is ever found by a
+/// namespace it did not open.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NetNs(*mut b::net);
 
-// SAFETY: an identity; C uses it only while the namespace is alive, which a
-// held netdev of it ensures (`PortSockets::get`).
+// SAFETY: an identity; C uses it only under a counted reference (`NetRef`).
 unsafe impl Send for NetNs {}
 // SAFETY: as above.
 unsafe impl Sync for NetNs {}
 
-impl NetNs {
-    /// The namespace `ndev` lives in.
-    pub(crate) fn of(ndev: &NetDev) -> Self {
+/// A counted reference to a live namespace: its exit cannot begin while
+/// this is held, so sockets opened in it are closed by that exit.
+///
+/// # Invariants
+///
+/// `self.0` names a namespace this holds a reference on (`maybe_get_net`).
+struct NetRef(NetNs);
+
+impl NetRef {
+    /// The namespace `ndev` is in now; ENODEV if it is being dismantled.
+    fn of(ndev: &NetDev) -> Result<Self> {
         // SAFETY: the held netdev is alive (NetDev invariant).
-        NetNs(unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) })
+        let net = unsafe { b::oxe_shim_dev_net_get(ndev.as_ptr()) };
+        if net.is_null() {
+            return Err(ENODEV);
+        }
+        // INVARIANT: a reference taken just above.
+        Ok(NetRef(NetNs(net)))
     }
 
     /// The namespace's inode number (`/proc/PID/ns/net`), for humans.
-    ///
-    /// # Safety
-    ///
-    /// The namespace is alive: a netdev of it is held.
-    unsafe fn inum(self) -> u32 {
-        // SAFETY: alive (the caller's contract).
-        unsafe { (*self.0).ns.inum }
+    fn inum(&self) -> u32 {
+        // SAFETY: a live namespace (type invariant).
+        unsafe { (*self.0 .0).ns.inum }
+    }
+}
+
+impl Drop for NetRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference taken in `of` (type invariant), let go once.
+        unsafe { b::oxe_shim_put_net(self.0 .0) };
+    }
+}
+
+impl NetNs {
+    /// The namespace `ndev` is in now (for ib_core, which takes its own
+    /// reference where it keeps it).
+    pub(crate) fn of(ndev: &NetDev) -> Self {
+        // SAFETY: the held netdev is alive (NetDev invariant).
+        NetNs(unsafe { b::oxe_shim_dev_net(ndev.as_ptr()) })
     }
 
     pub(super) fn as_ptr(self) -> *mut b::net {
@@ -226,12 +250,12 @@ unsafe extern "C" fn data_ready(sk: *mut b::sock) {
 impl UdpSocket {
     /// Opens port 4791 in `ns` (IPv4, or IPv6-only when `ipv6`) as CPU
     /// `cpu`'s socket of the group, for driver `D`'s devices.
-    fn open<D: super::driver::Driver>(ns: NetNs, ipv6: bool, cpu: u32) -> Result<Self> {
+    fn open<D: super::driver::Driver>(ns: &NetRef, ipv6: bool, cpu: u32) -> Result<Self> {
         let mut sock: *mut b::socket = core::ptr::null_mut();
         let cpu_c = i32::try_from(cpu).map_err(|_| EINVAL)?;
-        // SAFETY: `ns` is alive (NetNs invariant); `sock` is a valid out
-        // pointer.
-        let ret = unsafe { b::oxe_shim_udp_rx_open(ns.0, ipv6, cpu_c, &mut sock) };
+        // SAFETY: `ns` is alive (held: NetRef invariant); `sock` is a valid
+        // out pointer.
+        let ret = unsafe { b::oxe_shim_udp_rx_open(ns.0 .0, ipv6, cpu_c, &mut sock) };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
@@ -320,7 +344,7 @@ struct NsEntry {
 
 /// The group of sockets for port 4791 in `ns`, one per possible CPU (so
 /// that a CPU coming online later finds its own).
-fn open_group<D: super::driver::Driver>(ns: NetNs, ipv6: bool) -> Result<KVec<UdpSocket>> {
+fn open_group<D: super::driver::Driver>(ns: &NetRef, ipv6: bool) -> Result<KVec<UdpSocket>> {
     // SAFETY: a variable the kernel sets at boot.
     let cpus = unsafe { b::nr_cpu_ids };
     let mut group = KVec::with_capacity(cpus as usize, GFP_KERNEL)?;
@@ -450,7 +474,10 @@ impl PortSockets {
     /// Opens (or shares) port 4791 in the namespace of `ndev`, for driver
     /// `D`'s devices (a module has one driver).
     pub(crate) fn get<D: super::driver::Driver>(ndev: &NetDev) -> Result<Self> {
-        let ns = NetNs::of(ndev);
+        // Held until the entry is in the registry: the namespace's exit,
+        // which closes the entry, cannot run before.
+        let held = NetRef::of(ndev)?;
+        let ns = held.0;
         let mut reg = SOCKETS.lock();
         if let Some(e) = reg.entries.iter_mut().find(|e| e.ns == ns) {
             e.users += 1;
@@ -459,8 +486,8 @@ impl PortSockets {
                 serial: e.serial,
             });
         }
-        let v4 = open_group::<D>(ns, false)?;
-        let v6 = match open_group::<D>(ns, true) {
+        let v4 = open_group::<D>(&held, false)?;
+        let v6 = match open_group::<D>(&held, true) {
             Ok(group) => group,
             // No IPv6 in this kernel (built without it, or booted with
             // ipv6.disable=1): RoCE runs over IPv4 alone.
@@ -473,8 +500,7 @@ impl PortSockets {
         };
         let serial = reg.next_serial;
         reg.next_serial += 1;
-        // SAFETY: `ndev`, of this namespace, is held.
-        let inum = unsafe { ns.inum() };
+        let inum = held.inum();
         reg.entries.push(
             NsEntry {
                 ns,
