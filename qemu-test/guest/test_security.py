@@ -282,38 +282,58 @@ print(json.dumps({'status': status, 'data_ok': data_ok, 'write_s': write_s,
 """
 
 
-class OdpIsolation(unittest.TestCase):
-    MNT = '/tmp/oxe-stall'
+class StalledFault:
+    """A process's ODP fault that waits on a READ the FUSE file system of
+    fuse_stall.py holds: STUCK maps the file system's file and prefetches
+    it on `dev`, asynchronously. `release` answers the READ; until then the
+    fault, and what waits for it, stays."""
 
-    def setUp(self):
-        os.makedirs(self.MNT, exist_ok=True)
+    def __init__(self, test, mnt, dev):
+        os.makedirs(mnt, exist_ok=True)
+        self.mnt = mnt
         py = '/usr/bin/python3'
-        self.stall = subprocess.Popen([py, os.path.join(GUEST, 'fuse_stall.py'), self.MNT],
+        self.stall = subprocess.Popen([py, os.path.join(GUEST, 'fuse_stall.py'), mnt],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.stuck = None
         # Before any check that may fail: a fault left waiting would hold
         # the device's work item, and so the module's unload, for good.
-        self.addCleanup(self.release)
-        self.assertEqual(readline(self.stall, 30), 'ready', 'the FUSE file system did not come up')
-        self.stuck = subprocess.Popen([py, '-c', STUCK, DEV, os.path.join(self.MNT, 'data')],
+        test.addCleanup(self.release)
+        test.assertEqual(readline(self.stall, 30), 'ready', 'the FUSE file system did not come up')
+        self.stuck = subprocess.Popen([py, '-c', STUCK, dev, os.path.join(mnt, 'data')],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.assertEqual(readline(self.stuck, 30), 'advised', 'process A could not advise')
-        # The device's fault for A now waits on a READ the file system holds.
-        self.assertEqual(readline(self.stall, 30), 'held', 'no fault reached the file system')
+        test.assertEqual(readline(self.stuck, 30), 'advised', 'the stuck process could not advise')
+        # The device's fault now waits on a READ the file system holds.
+        test.assertEqual(readline(self.stall, 30), 'held', 'no fault reached the file system')
+
+    def waiting(self):
+        """Whether the file system still holds the READ."""
+        return self.stall.poll() is None and not self.stall.stdin.closed
 
     def release(self):
-        """The file system answers A's READ, A's fault ends and A exits;
-        then the file system goes. Safe to call twice."""
-        if self.stall.poll() is None and not self.stall.stdin.closed:
+        """The file system answers the READ, the fault ends and its process
+        exits; then the file system goes. Safe to call twice."""
+        if self.waiting():
             self.stall.stdin.close()
-            self.assertEqual(readline(self.stall, 30), 'answered')
+            if readline(self.stall, 30) != 'answered':
+                raise AssertionError('the FUSE file system did not answer the held READ')
         if self.stuck and self.stuck.poll() is None:
             self.stuck.stdin.close()
             self.stuck.wait(timeout=60)
-        subprocess.run(['umount', '-l', self.MNT], capture_output=True)
+        subprocess.run(['umount', '-l', self.mnt], capture_output=True)
         if self.stall.poll() is None:
             self.stall.terminate()
             self.stall.wait(timeout=30)
+        for p in (self.stall, self.stuck):
+            if p and p.poll() is not None and not p.stdout.closed:
+                p.stdout.close()
+
+
+class OdpIsolation(unittest.TestCase):
+    MNT = '/tmp/oxe-stall'
+
+    def setUp(self):
+        # Process A.
+        self.fault = StalledFault(self, self.MNT, DEV)
 
     def test_stuck_fault_holds_up_its_process_alone(self):
         """While A's fault waits for good, B faults, moves its data and
@@ -325,7 +345,7 @@ class OdpIsolation(unittest.TestCase):
         except subprocess.TimeoutExpired:
             # B is stuck behind A's fault (in D state: it cannot be killed
             # until the fault ends). Let the file system go, then B.
-            self.release()
+            self.fault.release()
             other.kill()
             out, err = other.communicate(timeout=120)
             self.fail(f'process B did not finish in 60 s while A\'s fault hung; after A was '
@@ -337,7 +357,7 @@ class OdpIsolation(unittest.TestCase):
         self.assertTrue(got['data_ok'], f'B\'s bytes did not land: {got}')
         self.assertLess(got['destroy_s'], 1.0, f'B\'s QPs took long to destroy: {got}')
         # A's fault still waits: the file system still holds its READ.
-        self.assertIsNone(self.stall.poll())
+        self.assertTrue(self.fault.waiting())
 
 
 def ns_exec(*cmd):
@@ -459,14 +479,11 @@ class NamespaceExit(unittest.TestCase):
     def setUp(self):
         run(['ip', 'netns', 'del', EXIT_NS])
         subprocess.run(['ip', 'netns', 'add', EXIT_NS], check=True)
-        os.makedirs(self.MNT, exist_ok=True)
-        self.stall = None
-        self.stuck = None
+        self.fault = None
         self.addCleanup(self.cleanup)
         self.log_start = len(kernel_log())
 
     def cleanup(self):
-        self.release()
         run(['ip', 'netns', 'exec', EXIT_NS, 'rdma', 'link', 'delete', self.DEV])
         run(['rdma', 'link', 'delete', self.DEV])
         run(['ip', 'netns', 'del', EXIT_NS])
@@ -474,39 +491,15 @@ class NamespaceExit(unittest.TestCase):
     def ns(self, *cmd):
         subprocess.run(['ip', 'netns', 'exec', EXIT_NS, *cmd], check=True, timeout=60)
 
-    def release(self):
-        """The file system answers the READ, the fault ends, its process
-        exits; then the file system goes. Safe to call twice."""
-        if self.stall and self.stall.poll() is None and not self.stall.stdin.closed:
-            self.stall.stdin.close()
-            self.assertEqual(readline(self.stall, 30), 'answered')
-        if self.stuck and self.stuck.poll() is None:
-            self.stuck.stdin.close()
-            self.stuck.wait(timeout=60)
-        subprocess.run(['umount', '-l', self.MNT], capture_output=True)
-        if self.stall and self.stall.poll() is None:
-            self.stall.terminate()
-            self.stall.wait(timeout=30)
-        for p in (self.stall, self.stuck):
-            if p and p.poll() is not None:
-                p.stdout.close()
-
     def bring_up(self, ifname):
         """oxe7 on `ifname` in the namespace, held by a stuck fault."""
         self.ns('ip', 'link', 'set', 'lo', 'up')
         self.ns('ip', 'link', 'set', ifname, 'up')
         self.ns('ip', 'addr', 'add', '10.78.0.1/24', 'dev', ifname)
         self.ns('rdma', 'link', 'add', self.DEV, 'type', 'oxe', 'netdev', ifname)
-        py = '/usr/bin/python3'
-        self.stall = subprocess.Popen([py, os.path.join(GUEST, 'fuse_stall.py'), self.MNT],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.assertEqual(readline(self.stall, 30), 'ready', 'the FUSE file system did not come up')
         # From the initial namespace (devices are shared between
         # namespaces): a process inside would keep the namespace alive.
-        self.stuck = subprocess.Popen([py, '-c', STUCK, self.DEV, os.path.join(self.MNT, 'data')],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.assertEqual(readline(self.stuck, 30), 'advised', 'the process could not advise')
-        self.assertEqual(readline(self.stall, 30), 'held', 'no fault reached the file system')
+        self.fault = StalledFault(self, self.MNT, self.DEV)
 
     def delete_namespace_and_settle(self, netdev_destroyed):
         """Deletes the namespace, checks that its port 4791 is closed
@@ -521,7 +514,7 @@ class NamespaceExit(unittest.TestCase):
         # fault ends: it outlives the namespace.
         alive = os.path.isdir(f'{DEBUGFS}/{self.DEV}')
         view = sockets_view()
-        self.release()
+        self.fault.release()
         if not netdev_destroyed:
             # (A destroyed netdev's namespace waits for the netdev to be
             # let go, and so for the device, before it goes on.)
