@@ -369,10 +369,22 @@ kernel::sync::global_lock! {
     };
 }
 
+kernel::sync::global_lock! {
+    // SAFETY: initialized in `init`, from the module initializer, before any device exists.
+    //
+    // Serializes `PortSockets::get`, which opens sockets holding it but not
+    // `SOCKETS`: opening an IPv6 socket may load the IPv6 module, whose
+    // pernet registration waits for a namespace's teardown in progress,
+    // which may be waiting for `SOCKETS` in `namespace_exit`.
+    unsafe(uninit) static OPENING: Mutex<()> = ();
+}
+
 /// Sets up the registry; called once from module init.
 pub(crate) fn init() {
     // SAFETY: called exactly once, before any other use.
     unsafe { SOCKETS.init() };
+    // SAFETY: as above.
+    unsafe { OPENING.init() };
 }
 
 /// Frees the registry's memory; called from module exit, once every device
@@ -424,7 +436,7 @@ unsafe extern "C" fn namespace_exit(net: *mut b::net) {
 ///
 /// # Invariants
 ///
-/// `ops` is registered as a pernet subsystem for as long as this exists.
+/// `ops` is registered as pernet device operations for as long as this exists.
 pub(crate) struct NamespaceWatch {
     ops: Pin<KBox<PernetOps>>,
 }
@@ -445,9 +457,12 @@ impl NamespaceWatch {
             ..Default::default()
         };
         let ops = KBox::pin(PernetOps(core::cell::UnsafeCell::new(ops)), GFP_KERNEL)?;
+        // A device's operations: their exits all run before any
+        // subsystem's (IPv6's, UDP's) in a namespace's teardown, whatever
+        // order the modules were loaded in.
         // SAFETY: pinned in a heap allocation that outlives the
         // registration (unregistered in `drop`).
-        let ret = unsafe { b::register_pernet_subsys(ops.0.get()) };
+        let ret = unsafe { b::register_pernet_device(ops.0.get()) };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
@@ -460,7 +475,7 @@ impl Drop for NamespaceWatch {
     fn drop(&mut self) {
         // SAFETY: registered for our lifetime (type invariant). Runs the
         // exit for every namespace, which by module exit has no sockets.
-        unsafe { b::unregister_pernet_subsys(self.ops.0.get()) };
+        unsafe { b::unregister_pernet_device(self.ops.0.get()) };
     }
 }
 
@@ -478,14 +493,19 @@ impl PortSockets {
         // which closes the entry, cannot run before.
         let held = NetRef::of(ndev)?;
         let ns = held.0;
-        let mut reg = SOCKETS.lock();
-        if let Some(e) = reg.entries.iter_mut().find(|e| e.ns == ns) {
-            e.users += 1;
-            return Ok(PortSockets {
-                ns,
-                serial: e.serial,
-            });
+        let _opening = OPENING.lock();
+        {
+            let mut reg = SOCKETS.lock();
+            if let Some(e) = reg.entries.iter_mut().find(|e| e.ns == ns) {
+                e.users += 1;
+                return Ok(PortSockets {
+                    ns,
+                    serial: e.serial,
+                });
+            }
         }
+        // Only `get` adds entries, and `_opening` keeps any other out:
+        // none for `ns` appears meanwhile.
         let v4 = open_group::<D>(&held, false)?;
         let v6 = match open_group::<D>(&held, true) {
             Ok(group) => group,
@@ -498,9 +518,10 @@ impl PortSockets {
             // IPv6, payloads and rkeys included.
             Err(e) => return Err(e),
         };
+        let inum = held.inum();
+        let mut reg = SOCKETS.lock();
         let serial = reg.next_serial;
         reg.next_serial += 1;
-        let inum = held.inum();
         reg.entries.push(
             NsEntry {
                 ns,
