@@ -19,7 +19,8 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.libibverbs_enums import ibv_access_flags as acc
 from pyverbs.libibverbs_enums import ibv_qp_type
-from pyverbs.mr import MR
+from pyverbs.libibverbs_enums import ibv_mw_type
+from pyverbs.mr import MR, MW
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPCap, QPInitAttr
@@ -95,6 +96,10 @@ class Limits(unittest.TestCase):
         self.fill('srq_active', self.attr.max_srq,
                   lambda: SRQ(self.pd, SrqInitAttr(SrqAttr(max_wr=4, max_sge=1))))
 
+    def test_max_mw(self):
+        self.fill('mw_active', self.attr.max_mw,
+                  lambda: MW(self.pd, ibv_mw_type.IBV_MW_TYPE_2))
+
 
 CGROUPS = '/sys/fs/cgroup'
 # What memory.current may lag by: the memory cgroup's per-CPU charge stock.
@@ -149,6 +154,38 @@ class QueueMemory(unittest.TestCase):
         cq.close()
         released = before + grown - self.charged()
         self.assertGreaterEqual(released, ring - STOCK, 'the charge outlived the CQ')
+
+    def assert_charged(self, make, ring, what):
+        """Making the object charges at least `ring` bytes to the cgroup,
+        and closing it gives them back."""
+        before = self.charged()
+        obj = make()
+        grown = self.charged() - before
+        self.assertGreaterEqual(grown, ring - STOCK, f'the {what} was not charged to the cgroup')
+        obj.close()
+        released = before + grown - self.charged()
+        self.assertGreaterEqual(released, ring - STOCK, f'the charge outlived the {what}')
+
+    def test_qp_rings_are_charged_to_the_cgroup(self):
+        entries, sge = 1 << 14, 4
+        pd = PD(self.ctx)
+        cq = CQ(self.ctx, 16)
+        cap = QPCap(max_send_wr=entries, max_recv_wr=entries, max_send_sge=sge, max_recv_sge=sge)
+        init = QPInitAttr(qp_type=ibv_qp_type.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap)
+        # At least a 64-byte send WQE and a 16-byte receive WQE, with their
+        # SGEs of 16 bytes each, per entry: 3.25 MiB here.
+        ring = entries * (64 + 16 * sge) + entries * (16 + 16 * sge)
+        self.assert_charged(lambda: QP(pd, init), ring, 'QP\'s rings')
+        cq.close()
+        pd.close()
+
+    def test_srq_ring_is_charged_to_the_cgroup(self):
+        entries, sge = 1 << 14, 4
+        pd = PD(self.ctx)
+        ring = entries * (16 + 16 * sge)
+        self.assert_charged(lambda: SRQ(pd, SrqInitAttr(SrqAttr(max_wr=entries, max_sge=sge))),
+                            ring, 'SRQ\'s ring')
+        pd.close()
 
     def test_cq_past_the_cgroups_limit_is_refused(self):
         # Room for half the ring: the verb must fail with ENOMEM, not call
