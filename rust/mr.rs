@@ -17,7 +17,7 @@ use crate::ib::device::IbDev;
 use crate::ib::error::from_core;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::memory::Memory;
-use crate::ib::mr::{MrInfo, MrKeys, Rereg};
+use crate::ib::mr::{IbMrLink, MrInfo, MrKeys, Rereg};
 use crate::ib::objects::PdId;
 use crate::ib::odp::{FaultMode, OdpUmem};
 use crate::ib::umem::{MmId, Umem};
@@ -52,8 +52,9 @@ pub(crate) const SUPPORTED_ACCESS: u32 = Access::LOCAL_WRITE.bits()
 /// One memory region.
 #[pin_data]
 pub(crate) struct Mr {
-    /// The lkey, which is also the rkey; fixed for the MR's life (a rereg
-    /// keeps it).
+    /// The lkey, which is also the rkey. A rereg keeps it; only a fast
+    /// registration or an indirect key's configuration changes it, and
+    /// then only its variant.
     key: AtomicU32,
     /// Memory windows bound to this MR; dereg waits for none.
     mw_binds: AtomicU32,
@@ -79,11 +80,14 @@ pub(crate) struct Mr {
     /// An indirect key: accesses following its layout right now
     /// (`indirect::Walking`), which an invalidation waits for.
     walkers: AtomicU32,
+    /// Its `ib_mr`, whose keys follow an indirect key's.
+    #[pin]
+    pub(crate) ib: IbMrLink,
     /// Invalidations and reregs so far. A message names its target once,
     /// at its first packet, and its later packets go on only while this is
-    /// unchanged: an indirect key keeps its key through LOCAL_INV and a new
-    /// configuration, a fast-registration MR may get its old key back, and
-    /// a rereg keeps the key, yet none may carry a message begun before
+    /// unchanged: a fast-registration MR may get its old key back, an
+    /// indirect key's new key comes from its provider, and a rereg keeps
+    /// the key, yet none may carry a message begun before
     /// into what the key names now (IBTA 10.6.7: an invalidated key grants
     /// nothing more). Moved on under the state lock, and compared under it
     /// by every access of such a message.
@@ -736,6 +740,7 @@ impl Mr {
                 fault_lock <- kernel::new_mutex!((), "oxe_mr_fault"),
                 faults: crate::odp::FaultStats::default(),
                 walkers: AtomicU32::new(0),
+                ib <- IbMrLink::new(),
                 era: AtomicU32::new(0),
             }),
             GFP_KERNEL,

@@ -387,6 +387,10 @@ impl QpOps<OxeDevice> for Qp {
 }
 
 impl MrOps<OxeDevice> for Mr {
+    fn ib_link(&self) -> &crate::ib::mr::IbMrLink {
+        &self.ib
+    }
+
     fn reg_user(
         drv: &OxeDevice,
         dev: IbDev<OxeDevice>,

@@ -72,7 +72,9 @@ struct ibv_qp *oxedv_create_qp(struct ibv_context *context,
  * (oxedv_wr_mr_list, oxedv_wr_mr_interleaved), and is Free again after
  * ibv_wr_local_inv() or, if created with REMOTE_INVALIDATE, a peer's SEND
  * with Invalidate naming it; then it can be configured anew. Its lkey and
- * rkey are one key, used like an MR's in local SGEs and remote requests.
+ * rkey are one key, used like an MR's in local SGEs and remote requests;
+ * every configuration gives it a new low byte, written into mkey->lkey and
+ * mkey->rkey when the configuration is built.
  *
  * Entries name MRs or other Valid indirect keys of the same PD, up to
  * OXE_MKEY_MAX_DEPTH (oxe-abi.h) levels of indirect keys; each must grant

@@ -562,14 +562,48 @@ static void invalidation(void)
 	struct ibv_mr *m3;
 	unsigned char *b3;
 	struct ibv_wc wc;
+	uint32_t old;
 
 	CHECK(configure_list(mk, rw, &e, 1) == IBV_WC_SUCCESS, "configure before LOCAL_INV");
 	CHECK(POST(NULL, ibv_wr_local_inv(xa, mk->lkey)) == IBV_WC_SUCCESS, "LOCAL_INV of the key");
 	CHECK(write_at(mk->rkey, 0, 4) == IBV_WC_REM_ACCESS_ERR,
 	      "a WRITE through an invalidated key was not refused");
 	fresh_pair();
+	/*
+	 * A configuration gives the key a new variant: an rkey a peer held
+	 * from the key's last layout reaches nothing in the new one.
+	 */
+	old = mk->rkey;
+	e.addr = (uintptr_t)tb + 0xc40;
+	pattern(11);
 	CHECK(configure_list(mk, rw, &e, 1) == IBV_WC_SUCCESS, "configure again after LOCAL_INV");
+	CHECK(mk->rkey != old && mk->lkey == mk->rkey && mk->rkey >> 8 == old >> 8,
+	      "configuring again kept the key %#x (now %#x)", old, mk->rkey);
+	CHECK(write_at(old, 0, 4) == IBV_WC_REM_ACCESS_ERR,
+	      "a WRITE with the rkey of the key's previous layout was not refused");
+	CHECK(tb[0xc40] == GUARD && tb[0xc43] == GUARD,
+	      "the previous layout's rkey wrote into the new layout");
+	fresh_pair();
 	CHECK(write_at(mk->rkey, 0, 4) == IBV_WC_SUCCESS, "WRITE after configuring again");
+	landed(0xc40, 0, 4, "WRITE with the new key");
+
+	/*
+	 * An aborted configuration leaves the application one key ahead of
+	 * the device: the key is still Valid under the key it had, and the
+	 * application's key still invalidates and configures it.
+	 */
+	old = mk->rkey;
+	ibv_wr_start(xa);
+	oxedv_wr_mr_list(xa, mk, rw, 1, &e);
+	ibv_wr_abort(xa);
+	CHECK(mk->rkey != old, "an aborted configuration kept the key");
+	pattern(12);
+	CHECK(write_at(old, 0, 4) == IBV_WC_SUCCESS, "WRITE after an aborted configuration");
+	landed(0xc40, 0, 4, "WRITE after an aborted configuration");
+	CHECK(POST(NULL, ibv_wr_local_inv(xa, mk->lkey)) == IBV_WC_SUCCESS,
+	      "LOCAL_INV with the key an aborted configuration gave");
+	CHECK(configure_list(mk, rw, &e, 1) == IBV_WC_SUCCESS, "configure after an abort");
+	CHECK(write_at(mk->rkey, 0, 4) == IBV_WC_SUCCESS, "WRITE after configuring past an abort");
 
 	/* SEND with Invalidate: only for a key created for it. */
 	CHECK(configure_list(rmk, rw, &e, 1) == IBV_WC_SUCCESS, "configure the remote one");
@@ -735,8 +769,8 @@ int main(int argc, char **argv)
 	atomics();
 	conf1 = counter("mkey_configure");
 	/* The configurations above that succeeded: list 1, interleaved 1,
-	 * rights 2, nesting 4, invalidation 4, atomics 1. */
-	CHECK(conf1 - conf0 == 13, "mkey_configure moved by %ld, not 13", conf1 - conf0);
+	 * rights 2, nesting 4, invalidation 5, atomics 1. */
+	CHECK(conf1 - conf0 == 14, "mkey_configure moved by %ld, not 14", conf1 - conf0);
 
 	printf("mkey_qp %s: %d checks, %d failure(s), mkey_configure +%ld\n", dev_name, checks,
 	       failures, conf1 - conf0);

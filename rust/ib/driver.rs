@@ -175,6 +175,9 @@ pub(crate) trait SrqOps<D: Driver>: Send + Sync + 'static {
 
 /// A memory region.
 pub(crate) trait MrOps<D: Driver>: Describe + Sized {
+    /// Where the MR's `ib_mr` is, for the binding to attach and detach.
+    fn ib_link(&self) -> &super::mr::IbMrLink;
+
     /// ibv_reg_mr. Writes user space's reply first: a reply that cannot be
     /// written must fail the verb before anything is pinned or published.
     fn reg_user(

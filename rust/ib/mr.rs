@@ -7,12 +7,14 @@
 use super::debugfs::{object_file, ObjectFile};
 use super::driver::{Driver, MrOps};
 use super::error::{err_ptr, to_c_int};
+use super::lock::{new_spinlock_bh, SpinLockBh};
 use super::memory::Memory;
 use super::nl::Nest;
 use super::objects::PdId;
 use super::ops::dev_of;
 use super::udata::UData;
 use crate::bindings as b;
+use core::ptr::NonNull;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -90,6 +92,54 @@ pub(crate) struct MrInfo {
 /// (debugfs lists them all).
 pub(crate) const SHOWN_ENTRIES: usize = 8;
 
+/// The `ib_mr` behind a driver MR, for a key the driver changes on its own
+/// (an indirect key's configuration): ib_core reports the keys the `ib_mr`
+/// holds (`rdma resource show mr`), so they must follow. Attached when the
+/// `ib_mr` is made and detached before it is freed, both under the link's
+/// lock, under which alone the pointer is followed.
+#[pin_data]
+pub(crate) struct IbMrLink {
+    #[pin]
+    ib: SpinLockBh<Option<IbMrPtr>>,
+}
+
+struct IbMrPtr(NonNull<b::ib_mr>);
+
+// SAFETY: the pointer is followed only under the link's lock, while the
+// `ib_mr` is attached and so not freed (`IbMrLink`), from any thread.
+unsafe impl Send for IbMrPtr {}
+
+impl IbMrLink {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(IbMrLink {
+            ib <- new_spinlock_bh!(None, "oxe_ib_mr_link"),
+        })
+    }
+
+    /// Makes the `ib_mr`'s lkey and rkey `key`, if it still exists.
+    pub(crate) fn publish_key(&self, key: u32) {
+        let ib = self.ib.lock();
+        if let Some(IbMrPtr(p)) = &*ib {
+            let p = p.as_ptr();
+            // SAFETY: attached, so alive until `detach`, which waits for
+            // the lock held here. ib_core reads the keys without a lock
+            // (netlink dumps): volatile word-sized stores, never torn.
+            unsafe {
+                core::ptr::write_volatile(&raw mut (*p).lkey, key);
+                core::ptr::write_volatile(&raw mut (*p).rkey, key);
+            }
+        }
+    }
+
+    fn attach(&self, ib: NonNull<b::ib_mr>) {
+        *self.ib.lock() = Some(IbMrPtr(ib));
+    }
+
+    fn detach(&self) {
+        *self.ib.lock() = None;
+    }
+}
+
 /// An MR as ib_core sees it (the `ib_mr`) plus the driver's MR.
 /// Field order is drop order: the debugfs file (which points at the MR) goes first.
 #[repr(C)]
@@ -100,8 +150,8 @@ struct MrObj<M: 'static + super::debugfs::Describe> {
 }
 
 /// Allocates the ib_mr for a new MR; ownership passes to ib_core until `free`.
-fn alloc<M: super::debugfs::Describe>(
-    mr: Arc<M>,
+fn alloc<D: Driver>(
+    mr: Arc<D::Mr>,
     keys: &MrKeys,
     dir: Option<&kernel::debugfs::Dir>,
 ) -> Result<*mut b::ib_mr> {
@@ -117,7 +167,12 @@ fn alloc<M: super::debugfs::Describe>(
     let index = crate::oxe_core::Key::from_raw(keys.lkey).index();
     // The file holds a reference to the MR, and goes first when `obj` is freed.
     obj.debugfs = dir.and_then(|d| object_file(d, "mr", index, obj.mr.clone()));
-    Ok(KBox::into_raw(obj).cast::<b::ib_mr>())
+    let mr = obj.mr.clone();
+    let ib = KBox::into_raw(obj).cast::<b::ib_mr>();
+    if let Some(ib) = NonNull::new(ib) {
+        mr.ib_link().attach(ib);
+    }
+    Ok(ib)
 }
 
 /// Copies the keys and translation ib_core reports back to the caller.
@@ -174,7 +229,7 @@ pub(super) unsafe extern "C" fn alloc_mr<D: Driver>(
         // SAFETY: as above.
         let pd = unsafe { PdId::of(pd) };
         let (mr, keys) = D::Mr::alloc_fast(drv, pd, max_num_sg, gaps)?;
-        alloc(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
+        alloc::<D>(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
             D::Mr::withdraw(drv, &mr);
         })
     })();
@@ -348,7 +403,7 @@ pub(super) unsafe extern "C" fn reg_user_mr<D: Driver>(
         // SAFETY: the call's udata.
         let udata = unsafe { UData::new(udata) };
         let (mr, keys) = D::Mr::reg_user(drv, dev, &req, &udata)?;
-        alloc(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
+        alloc::<D>(mr.clone(), &keys, drv.debugfs()).inspect_err(|_| {
             // Every verb undoes what it published when a later step fails.
             D::Mr::withdraw(drv, &mr);
         })
@@ -407,9 +462,11 @@ pub(super) unsafe extern "C" fn dereg_mr<D: Driver>(
         // SAFETY: an MR this driver allocated; ib_core calls dereg once.
         let (_, drv) = unsafe { dev_of::<D>((*ibmr).device) }?;
         // SAFETY: as above.
-        D::Mr::dereg(drv, unsafe { get::<D::Mr>(ibmr) })?;
+        let mr = unsafe { get::<D::Mr>(ibmr) };
+        D::Mr::dereg(drv, mr)?;
+        mr.ib_link().detach();
         // SAFETY: dereg succeeded, so ib_core forgets `ibmr` after we
-        // return; allocated by KBox in `alloc`.
+        // return; allocated by KBox in `alloc`, and detached from its MR.
         drop(unsafe { KBox::from_raw(ibmr.cast::<MrObj<D::Mr>>()) });
         Ok(())
     })();

@@ -166,7 +166,8 @@ pub(crate) enum Invalidator {
 /// only one created for it). An MR must be one allocated for fast
 /// registration (IBTA: a region registered by the Register verbs cannot
 /// be invalidated), of the QP's PD, with no window bound to it, and
-/// `rkey` must be its key now; invalidating a Free MR again is harmless.
+/// `rkey` must be its key now (locally, an indirect key's index is
+/// enough); invalidating a Free MR again is harmless.
 pub(crate) fn invalidate(
     drv: &OxeDevice,
     pd: PdId,
@@ -177,7 +178,17 @@ pub(crate) fn invalidate(
     if Key::from_raw(rkey).index() >= crate::keys::MW_FIRST_INDEX {
         return crate::mw::invalidate(drv, pd, qp, rkey);
     }
-    let mr = drv.keys.lookup(rkey).ok_or(Refused)?;
+    // An indirect key's owner may name it locally by any key it has had:
+    // its provider takes the next key when a configuration is built, so a
+    // batch that failed leaves the application one ahead of the device.
+    let mr = match by {
+        Invalidator::Local => drv
+            .keys
+            .lookup_index(rkey)
+            .filter(|mr| mr.indirect.is_some() || mr.lkey() == rkey),
+        Invalidator::Remote => drv.keys.lookup(rkey),
+    }
+    .ok_or(Refused)?;
     let allowed = match by {
         Invalidator::Local => mr.fast.is_some() || mr.indirect.is_some(),
         Invalidator::Remote => mr.remotely_invalidable(),

@@ -9,7 +9,10 @@
 //! * `OXE_WR_MKEY_CONFIGURE`, executed in send-queue order like a window
 //!   bind or a fast registration, gives it a layout (`oxe_core::layout`: a
 //!   list of `(key, addr, length)` entries, or the same interleaved over
-//!   rounds) and rights, and makes it Valid. Every entry is checked then:
+//!   rounds), rights and a new key, and makes it Valid. The new key keeps
+//!   the index and changes the variant (the provider picks it, as for a
+//!   type 1 window's bind), so an rkey handed out for an earlier layout
+//!   names nothing in this one. Every entry is checked then:
 //!   its key names an MR or a Valid indirect key of the same PD, which
 //!   grants every right the new key grants, and holds the entry's whole
 //!   extent. Any failure is IBTA's Memory Management Operation Error.
@@ -138,7 +141,8 @@ fn create_admitted(drv: &OxeDevice, pd: PdId, kind: Kind) -> Result<(Arc<Mr>, Mr
 
 /// An `OXE_WR_MKEY_CONFIGURE`'s operands, as the WQE carries them.
 pub(crate) struct ConfigReq<'a> {
-    /// The key as the provider knows it.
+    /// The key it takes: its index names the key, its variant must be a
+    /// new one.
     pub(crate) key: u32,
     /// IBV_ACCESS_* the key grants.
     pub(crate) access: u64,
@@ -196,9 +200,45 @@ impl ConfigReq<'_> {
 
 /// Executes an `OXE_WR_MKEY_CONFIGURE` from the send queue of a QP of PD
 /// `pd` (module doc for the checks).
+///
+/// A request that names an indirect key of the PD moves the key to the
+/// request's key even when the configuration is refused (a key not Free, a
+/// bad entry): the provider gave the application that key when it built
+/// the request, and both then agree again. A Valid key refused this way
+/// keeps its layout under the new key.
 pub(crate) fn configure(drv: &OxeDevice, pd: PdId, req: &ConfigReq<'_>) -> Result<(), Refused> {
-    let mr = drv.keys.lookup(req.key).ok_or(Refused)?;
+    // Found by index: the provider names the key by the key it takes.
+    let mr = drv.keys.lookup_index(req.key).ok_or(Refused)?;
     let kind = mr.indirect.ok_or(Refused)?;
+    let layout = new_layout(drv, pd, kind, req);
+    let mut st = mr.state.lock();
+    // A new variant, or an rkey a peer holds from the last layout would
+    // reach the next one.
+    if st.revoked || st.pd != pd || mr.lkey() == req.key {
+        return Err(Refused);
+    }
+    mr.key.store(req.key, Ordering::Release);
+    mr.ib.publish_key(req.key);
+    let (layout, access, range) = layout?;
+    if !st.free {
+        return Err(Refused);
+    }
+    st.access = access;
+    st.range = range;
+    st.layout = Some(layout);
+    st.free = false;
+    drop(st);
+    inc(&drv.counters.mkey_configure);
+    Ok(())
+}
+
+/// The layout, rights and range `req` asks for, each entry checked.
+fn new_layout(
+    drv: &OxeDevice,
+    pd: PdId,
+    kind: Kind,
+    req: &ConfigReq<'_>,
+) -> Result<(Arc<Layout>, Access, Range), Refused> {
     let access = u32::try_from(req.access).map_err(|_| Refused)?;
     let access = Access::validate_for_mr(access, INDIRECT_ACCESS).map_err(|_| Refused)?;
     let entries = req.entries(kind.max_entries)?;
@@ -225,17 +265,7 @@ pub(crate) fn configure(drv: &OxeDevice, pd: PdId, req: &ConfigReq<'_>) -> Resul
         GFP_ATOMIC,
     )
     .map_err(|_| Refused)?;
-    let mut st = mr.state.lock();
-    if st.revoked || !st.free || st.pd != pd {
-        return Err(Refused);
-    }
-    st.access = access;
-    st.range = range;
-    st.layout = Some(layout);
-    st.free = false;
-    drop(st);
-    inc(&drv.counters.mkey_configure);
-    Ok(())
+    Ok((layout, access, range))
 }
 
 impl Mr {

@@ -25,6 +25,7 @@ use oxe_core::abi::{
 use oxe_core::Errno;
 
 use super::errno::{errno_ret, set_errno};
+use super::mw::next_rkey;
 use super::oxedv::is_oxe_context;
 use super::qp_ex::{begin, with_batch};
 use super::wr::sge_array;
@@ -201,8 +202,18 @@ unsafe fn configure(
             return;
         }
     };
-    // SAFETY: checked non-NULL; a live key.
-    let key = unsafe { (*mkey).lkey };
+    // Every configuration gives the key a new variant, as a type 1
+    // window's bind does: an rkey handed out for the last layout must not
+    // reach the next one. The application's key changes at once, as
+    // `ibv_bind_mw` changes a window's; a batch that fails leaves the key
+    // unconfigured under the new value, which the next configuration
+    // accepts (the kernel names the key by its index).
+    // SAFETY: checked non-NULL; the caller's live key, which nothing else
+    // touches while its configuration is being built.
+    let mk = unsafe { &mut *mkey };
+    let key = next_rkey(mk.lkey);
+    mk.lkey = key;
+    mk.rkey = key;
     // SAFETY: per the contract.
     unsafe {
         begin(qp, SendOp::MkeyConfigure, |wr| {

@@ -70,7 +70,8 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut sys::ibv_mw) -> c_int {
     0
 }
 
-/// The next rkey of a window: same index, low byte plus one (`ibv_inc_rkey`).
+/// The next key of a window or an indirect key: same index, low byte plus
+/// one (`ibv_inc_rkey`).
 pub(crate) fn next_rkey(rkey: u32) -> u32 {
     (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
 }

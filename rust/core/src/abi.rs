@@ -93,8 +93,10 @@ pub const OXE_MKEY_MAX_ENTRIES: u32 = 32;
 /// whose entries name ... MRs, at most this many levels of indirect keys.
 pub const OXE_MKEY_MAX_DEPTH: u32 = 4;
 /// `OxeSendWqe::opcode` (user QPs): configure an indirect key, in send
-/// queue order. `imm_data` is the key as the provider knows it (which
-/// names it), `swap` the access flags it grants, `compare_add` the number
+/// queue order. `imm_data` is the key it takes: the key's index, which
+/// names it, with a variant other than its current one (the provider's
+/// `oxedv_mkey` holds the new key from the post on), `swap` the access
+/// flags it grants, `compare_add` the number
 /// of rounds of an interleaved layout, or 0 for a list. The entries sit in the
 /// SGE slots (`num_sge` slots): a list entry is an [`OxeSge`]; an
 /// interleaved entry takes two slots, an [`OxeSge`] with its address,
