@@ -166,8 +166,8 @@ pub(crate) enum Invalidator {
 /// only one created for it). An MR must be one allocated for fast
 /// registration (IBTA: a region registered by the Register verbs cannot
 /// be invalidated), of the QP's PD, with no window bound to it, and
-/// `rkey` must be its key now (locally, an indirect key's index is
-/// enough); invalidating a Free MR again is harmless.
+/// `rkey` must be its key now (locally, an indirect key's may also be
+/// the next one); invalidating a Free MR again is harmless.
 pub(crate) fn invalidate(
     drv: &OxeDevice,
     pd: PdId,
@@ -178,14 +178,20 @@ pub(crate) fn invalidate(
     if Key::from_raw(rkey).index() >= crate::keys::MW_FIRST_INDEX {
         return crate::mw::invalidate(drv, pd, qp, rkey);
     }
-    // An indirect key's owner may name it locally by any key it has had:
-    // its provider takes the next key when a configuration is built, so a
-    // batch that failed leaves the application one ahead of the device.
+    // An indirect key's owner may name it locally by the key after its
+    // current one: its provider takes the next key when a configuration is
+    // built, so a batch aborted before posting leaves the application one
+    // ahead of the device.
+    let next = |current: u32| {
+        Key::from_raw(current)
+            .with_variant(Key::from_raw(current).variant().wrapping_add(1))
+            .raw()
+    };
     let mr = match by {
         Invalidator::Local => drv
             .keys
             .lookup_index(rkey)
-            .filter(|mr| mr.indirect.is_some() || mr.lkey() == rkey),
+            .filter(|mr| mr.lkey() == rkey || (mr.indirect.is_some() && next(mr.lkey()) == rkey)),
         Invalidator::Remote => drv.keys.lookup(rkey),
     }
     .ok_or(Refused)?;

@@ -218,6 +218,9 @@ pub(crate) fn configure(drv: &OxeDevice, pd: PdId, req: &ConfigReq<'_>) -> Resul
         return Err(Refused);
     }
     mr.key.store(req.key, Ordering::Release);
+    // A message that looked the old key up before this (the key Free, its
+    // packet not yet at the lock) must not go on into the new layout.
+    mr.era.fetch_add(1, Ordering::AcqRel);
     mr.ib.publish_key(req.key);
     let (layout, access, range) = layout?;
     if !st.free {
