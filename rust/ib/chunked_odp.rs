@@ -432,21 +432,17 @@ impl ChunkedOdp {
         self.reap(Reap::Emptied);
         // At the process's cap, this MR makes room among its own
         // children, or the fault fails: another MR's children are its own.
-        let charge = match Budget::charge(&self.budget) {
-            Some(c) => c,
-            None => {
-                self.reap(Reap::Empty);
-                match Budget::charge(&self.budget) {
-                    Some(c) => c,
-                    None => {
-                        // Dropping a translation is always allowed: the
-                        // pages come back on their next access.
-                        self.reap(Reap::LeastRecentlyUsed);
-                        Budget::charge(&self.budget).ok_or(ENOMEM)?
-                    }
-                }
+        let mut charge = Budget::charge(&self.budget);
+        // Dropping a translation is always allowed: the pages come back on
+        // their next access.
+        for step in [Reap::Empty, Reap::LeastRecentlyUsed] {
+            if charge.is_some() {
+                break;
             }
-        };
+            self.reap(step);
+            charge = Budget::charge(&self.budget);
+        }
+        let charge = charge.ok_or(ENOMEM)?;
         // (`index` is below USER_END >> CHILD_SHIFT: no overflow.)
         let addr = index << CHILD_SHIFT;
         // SAFETY: the root is an implicit ib_umem_odp whose mm is grabbed
