@@ -182,11 +182,7 @@ pub(crate) fn invalidate(
     // current one: its provider takes the next key when a configuration is
     // built, so a batch aborted before posting leaves the application one
     // ahead of the device.
-    let next = |current: u32| {
-        Key::from_raw(current)
-            .with_variant(Key::from_raw(current).variant().wrapping_add(1))
-            .raw()
-    };
+    let next = |current: u32| Key::from_raw(current).next().raw();
     let mr = match by {
         Invalidator::Local => drv
             .keys

@@ -73,7 +73,7 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut sys::ibv_mw) -> c_int {
 /// The next key of a window or an indirect key: same index, low byte plus
 /// one (`ibv_inc_rkey`).
 pub(crate) fn next_rkey(rkey: u32) -> u32 {
-    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+    oxe_core::key::Key::from_raw(rkey).next().raw()
 }
 
 /// A bind's operands for `mw` with `info` and new rkey `rkey`, as a

@@ -88,6 +88,12 @@ impl Key {
     pub const fn with_variant(self, variant: u8) -> Key {
         Key((self.0 & !0xff) | variant as u32)
     }
+
+    /// The same index with the next variant (`ibv_inc_rkey`): a window's
+    /// or an indirect key's next key.
+    pub const fn next(self) -> Key {
+        self.with_variant(self.variant().wrapping_add(1))
+    }
 }
 
 /// Picks the variant for a (re)used index from a caller-supplied random
