@@ -7,8 +7,9 @@ mode=${1:?mode}
 rm -f "$OXE_RESULTS/guest-checks.txt"
 
 # The suites that need oxe's data path (QPs, CQs, traffic): the standard clients
-# between two oxe devices and against rxe in both roles, rxe writing through
-# an oxe indirect key, and RC under loss.
+# between two oxe devices and against rxe in both roles, payload and
+# enforcement checked over the wire, rxe writing through an oxe indirect key,
+# and RC under loss.
 # `make test` runs them when OXE_DATA_PATH is 1; they are off while the data
 # path is being written. `qemu-test/vm.sh clients-oxe` runs them alone.
 #
@@ -22,6 +23,8 @@ oxe_data_suites() {
     run_suite clients_oxe0_oxe1 suite_clients oxe0 oxe1
     run_suite clients_oxe0_rxe1 suite_clients oxe0 rxe1
     run_suite wire_enforce_oxe0_oxe1 suite_wire_enforce oxe0 oxe1
+    run_suite wire_payload_oxe0_oxe1 suite_wire_payload oxe0 oxe1
+    run_suite wire_payload_oxe0_rxe1 suite_wire_payload oxe0 rxe1
     run_suite mkey_wire_oxe0_rxe1 suite_mkey_wire oxe0 rxe1
     run_suite mkey_inflight_oxe0_rxe1 suite_mkey_inflight oxe0 rxe1
     run_suite loss_oxe0_oxe1 suite_loss oxe0 oxe1

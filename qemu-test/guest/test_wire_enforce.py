@@ -39,18 +39,18 @@ MTU = 1024
 GUARD = 0xee
 QKEY = 0x11111111
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                        ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 class Guarded:
     """Three pages, the middle one the target, the others guards."""
 
     def __init__(self):
-        self.base = _libc.mmap(None, 3 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+        self.base = libc.mmap(None, 3 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
                                mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
         ctypes.memset(self.base, GUARD, 3 * PAGE)
         self.start = self.base + PAGE
@@ -63,7 +63,7 @@ class Guarded:
         return ctypes.string_at(addr, n)
 
     def close(self):
-        _libc.munmap(self.base, 3 * PAGE)
+        libc.munmap(self.base, 3 * PAGE)
 
 
 def pattern(n, seed):
