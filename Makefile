@@ -127,6 +127,8 @@ guest-tools: provider
 		-Wl,-rpath,$$rc/build/lib && \
 	gcc -O2 -Wall -Wextra -o build/uverbs_abuse qemu-test/clients/uverbs_abuse.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -lpthread -Wl,-rpath,$$rc/build/lib
+	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/odp_race qemu-test/clients/odp_race.c \
+		-I$$rc/build/include -L$$rc/build/lib -libverbs -lpthread -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/inline_recv_qp \
 		qemu-test/clients/inline_recv_qp.c -Iprovider/include -I$$rc/build/include \
 		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib

@@ -184,6 +184,10 @@ pub(crate) struct Resp {
     /// answered as the transport answers any missing resource (an RC
     /// request's RNR NAK, a dropped response or datagram), not retried.
     pub(crate) odp_last_try: bool,
+    /// The READ under way stopped at an ODP page invalidated since it
+    /// began (its fault is queued): the backlog's drain takes the fault,
+    /// without the lock, and the READ goes on from that packet.
+    pub(crate) read_fault: bool,
     /// A plain ACK decided under the lock and built once it is released
     /// ([`QpLock`]): the latest one only, as a later ACK covers an earlier.
     ///

@@ -445,6 +445,10 @@ impl Qp {
                 q = self.lock();
             }
             if !self.continue_read(drv, &mut q) {
+                if core::mem::take(&mut q.resp.read_fault) {
+                    drop(q);
+                    drv.run_faults(Some(self.pd));
+                }
                 return true;
             }
         }

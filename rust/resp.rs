@@ -771,11 +771,15 @@ impl Qp {
                 },
             );
             match res {
-                // An ODP page invalidated since the READ began: the rest
-                // is not sent, as if lost, and the requester asks again.
+                // An ODP page invalidated since the READ began: the
+                // responses stop at this packet until its fault brings the
+                // page back, as a device's page fault suspends its QP.
+                // Dropping the rest instead would cost the requester a
+                // timeout and a retry each time, and a READ over memory
+                // that is invalidated often would end in retry exhaustion.
                 Err(tx::TxError::Fill(Denied::Fault)) => {
-                    self.end_read(q);
-                    return Ok(true);
+                    q.resp.read_fault = true;
+                    return Ok(false);
                 }
                 Err(tx::TxError::Fill(_)) => {
                     self.end_read(q);
@@ -796,6 +800,7 @@ impl Qp {
     /// back behind it may go on.
     fn end_read(&self, q: &mut QpInner) {
         q.resp.read = None;
+        q.resp.read_fault = false;
         self.reading.store(false, Ordering::Release);
     }
 
