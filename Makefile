@@ -129,6 +129,9 @@ guest-tools: provider
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -lpthread -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/odp_race qemu-test/clients/odp_race.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -lpthread -Wl,-rpath,$$rc/build/lib
+	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/verbs_races \
+		qemu-test/clients/verbs_races.c -I$$rc/build/include -L$$rc/build/lib -libverbs \
+		-lpthread -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/inline_recv_qp \
 		qemu-test/clients/inline_recv_qp.c -Iprovider/include -I$$rc/build/include \
 		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib

@@ -27,6 +27,8 @@ oxe_data_suites() {
     run_suite wire_payload_oxe0_rxe1 suite_wire_payload oxe0 rxe1
     run_suite odp_race_oxe0_oxe1 suite_odp_race oxe0 oxe1
     run_suite odp_race_oxe0_rxe1 suite_odp_race oxe0 rxe1
+    run_suite races_oxe1_oxe0 suite_verbs_races oxe1 oxe0
+    run_suite races_rxe1_oxe0 suite_verbs_races rxe1 oxe0
     run_suite mkey_wire_oxe0_rxe1 suite_mkey_wire oxe0 rxe1
     run_suite mkey_inflight_oxe0_rxe1 suite_mkey_inflight oxe0 rxe1
     run_suite loss_oxe0_oxe1 suite_loss oxe0 oxe1
