@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Names as they appear in sysfs, in `Counters::snapshot` order.
-pub(crate) const NAMES: [&core::ffi::CStr; 38] = [
+pub(crate) const NAMES: [&core::ffi::CStr; 39] = [
     c"mr_reg",
     c"mr_dereg",
     c"mr_rereg",
@@ -47,6 +47,7 @@ pub(crate) const NAMES: [&core::ffi::CStr; 38] = [
     c"rx_steered",
     c"resize_entries",
     c"resize_step_max",
+    c"rx_backlog_full",
 ];
 
 /// Monotonic event counts and current gauges for one device.
@@ -63,7 +64,8 @@ pub(crate) struct Counters {
     pub(crate) ucontext_active: AtomicU64,
     /// RoCE packets delivered to a QP.
     pub(crate) rx_packets: AtomicU64,
-    /// Packets dropped: bad ICRC, malformed, or for no QP.
+    /// Packets dropped: bad ICRC, malformed, for no QP, or past their
+    /// QP's backlog bound.
     pub(crate) rx_dropped: AtomicU64,
     /// Memory windows allocated and not deallocated.
     pub(crate) mw_active: AtomicU64,
@@ -135,6 +137,9 @@ pub(crate) struct Counters {
     /// The most entries a resize copied in one step, with the queue's
     /// locks held (`ib::queue::RESIZE_STEP` bounds it).
     pub(crate) resize_step_max: AtomicU64,
+    /// Packets dropped (and counted in `rx_dropped`) because their QP's
+    /// backlog was at its bound (`crate::recv`, `BACKLOG_MAX`).
+    pub(crate) rx_backlog_full: AtomicU64,
     /// The port's traffic, for its PerfMgmt counters (`crate::mad`), not
     /// listed in `NAMES`: every RoCE packet the port sends or receives
     /// intact (ICRC checked), counted from BTH through ICRC on both sides,
@@ -235,6 +240,7 @@ impl Counters {
             &self.rx_steered,
             &self.resize_entries,
             &self.resize_step_max,
+            &self.rx_backlog_full,
         ]
         .map(|c| c.load(Ordering::Relaxed))
     }

@@ -131,6 +131,7 @@ impl OxeDevice {
         };
         if !deferred.reserve_backlog(1, response) {
             crate::counters::inc(&self.counters.rx_dropped);
+            crate::counters::inc(&self.counters.rx_backlog_full);
             return;
         }
         if steered {
