@@ -36,7 +36,9 @@ RC:
   returned and by the responder's memory after.
 UC: the same SENDs and WRITEs; the WRITE with immediate fences them as for
 RC, which matters more here: a UC requester's completion says nothing of
-the responder.
+the responder. And SENDs over a link that loses packets (netem on the
+sender's veth): a message that lost a packet is never completed, its
+receive takes the next message, and every message completed is whole.
 SRQ: an RC responder takes its receives from a shared receive queue;
 messages of distinct lengths, and each completion's wr_id names the buffer
 its message must be in. Two receives stay posted for a second round, and
@@ -52,6 +54,7 @@ import mmap
 import random
 import socket
 import struct
+import subprocess
 import time
 import unittest
 
@@ -95,6 +98,14 @@ SRQ_FIRST_ROUND = 6
 SRQ_SLOT = 2 * PAGE
 SRQ_CAP = 5000
 UD_SIZES = (1, 777, MTU)
+# UC under loss: messages of 40 packets, so that an oxe sender's GSO
+# batches (at most 27 packets) cut each in two and a loss can take part of
+# a message; rounds of UC_ROUND_MESSAGES until a message was lost and one
+# got through.
+UC_LOSS_MESSAGE = 40 * MTU
+UC_LOSS_PERCENT = 3
+UC_ROUND_MESSAGES = 12
+UC_ROUNDS = 10
 
 
 def name(enum, value):
@@ -484,6 +495,99 @@ class Rc(Connected, Wire):
 
 class Uc(Connected, Wire):
     QPT = UC
+
+
+class UcLoss(Wire):
+    """UC over a lossy link: a message that loses a packet is dropped whole,
+    never completed short or with a hole, and its receive takes the next
+    message (IBTA 9.8.3: UC has no retransmission; the responder discards
+    what it has of a message whose packets it missed)."""
+
+    def netem(self, dev, on):
+        """Packet loss on the sending device's veth (its egress)."""
+        cmd = ['tc', 'qdisc', 'add' if on else 'del', 'dev']
+        cmd += ['veth0'] if dev is self.a else ['veth1']
+        cmd += ['root', 'netem', 'loss', f'{UC_LOSS_PERCENT}%'] if on else ['root']
+        if dev is not self.a:
+            cmd = ['ip', 'netns', 'exec', 'peer'] + cmd
+        subprocess.run(cmd, check=True)
+
+    def lossy_sends(self, req_dev, resp_dev):
+        req, resp = self.pair(req_dev, resp_dev, UC)
+        slots = 2 * UC_ROUND_MESSAGES
+        src = self.region(req_dev, UC_ROUND_MESSAGES * UC_LOSS_MESSAGE)
+        dst = self.region(resp_dev, slots * UC_LOSS_MESSAGE)
+        posted = []                  # receive serials, in posting order
+        serial = itertools.count()
+        seq = itertools.count()
+        sent = {}                    # message number: its bytes
+        got = []                     # message numbers received, in order
+        lost = False
+        for rnd in range(UC_ROUNDS):
+            while len(posted) < UC_ROUND_MESSAGES + 1:
+                k = next(serial)
+                resp.qp.post_recv(RecvWR(wr_id=k, num_sge=1,
+                                         sg=[dst.sge((k % slots) * UC_LOSS_MESSAGE, UC_LOSS_MESSAGE)]))
+                posted.append(k)
+            self.netem(req_dev, True)
+            try:
+                first = None
+                for i in range(UC_ROUND_MESSAGES):
+                    m = next(seq)
+                    first = m if first is None else first
+                    data = struct.pack('>I', m) + self.pattern(UC_LOSS_MESSAGE - 4)
+                    sent[m] = data
+                    src.put(i * UC_LOSS_MESSAGE, data)
+                    req.qp.post_send(SendWR(wr_id=m, opcode=ibv_wr_opcode.IBV_WR_SEND, num_sge=1,
+                                            sg=[src.sge(i * UC_LOSS_MESSAGE, UC_LOSS_MESSAGE)]))
+                # A UC send completes once sent: all of the round is on the
+                # wire (or lost) before the link is made whole again.
+                for i in range(UC_ROUND_MESSAGES):
+                    self.done(req, f'lossy SEND {first + i}', ibv_wc_opcode.IBV_WC_SEND, first + i)
+            finally:
+                self.netem(req_dev, False)
+            # The marker: one packet on a clean link; once it is received,
+            # so is everything of the round that will ever be.
+            m = next(seq)
+            marker = struct.pack('>I', m) + b'mark'
+            sent[m] = marker
+            src.put(0, marker)
+            req.qp.post_send(SendWR(wr_id=m, opcode=ibv_wr_opcode.IBV_WR_SEND, num_sge=1,
+                                    sg=[src.sge(0, len(marker))]))
+            self.done(req, f'marker SEND {m}', ibv_wc_opcode.IBV_WC_SEND, m)
+            while True:
+                what = f'round {rnd}: receive {posted[0]}'
+                wc = poll(resp.cq, f'{self.way}: {what}, at {resp_dev.name}')
+                self.judge(resp, wc, what, ibv_wc_opcode.IBV_WC_RECV)
+                # Receives are taken in order: a dropped message leaves its
+                # receive to the next one.
+                self.assertEqual(wc.wr_id, posted[0], f'{self.way}: {what}: a receive taken out of order')
+                k = posted.pop(0)
+                off = (k % slots) * UC_LOSS_MESSAGE
+                head = dst.read(off, 4)
+                n = struct.unpack('>I', head)[0]
+                self.assertIn(n, sent, f'{self.way}: {what}: holds no message that was sent')
+                self.assertGreater(n, got[-1] if got else -1,
+                                   f'{self.way}: {what}: message {n} after message {got[-1] if got else None}')
+                self.assertEqual(wc.byte_len, len(sent[n]), f'{self.way}: {what}: message {n}: byte_len')
+                self.assertEqual(dst.read(off, len(sent[n])), sent[n],
+                                 f'{self.way}: {what}: message {n} received with wrong bytes')
+                lost = lost or n != (got[-1] + 1 if got else 0)
+                got.append(n)
+                if n == m:
+                    break
+            self.quiet(req, resp)
+            if lost and len(got) > rnd + 1:
+                break
+        self.assertTrue(lost, f'{self.way}: {UC_ROUNDS} rounds at {UC_LOSS_PERCENT}% loss lost no message: '
+                        'the test tested nothing')
+        self.assertGreater(len(got), rnd + 1, f'{self.way}: no message but the markers got through')
+
+    def test_lost_packet_drops_its_message_a_to_b(self):
+        self.lossy_sends(self.a, self.b)
+
+    def test_lost_packet_drops_its_message_b_to_a(self):
+        self.lossy_sends(self.b, self.a)
 
 
 class Srq(Wire):

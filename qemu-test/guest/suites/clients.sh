@@ -198,11 +198,19 @@ client_check() { # tool client-side
         local size=4096 iters=200 extra=()
         [ "$tool" = ibv_ud_pingpong ] && size=512      # UD: one packet, below the 1024 MTU
         [ "$tool" = ibv_srq_pingpong ] && extra=(-q 4) iters=100
-        SRV=("$tool" -d "$ds" -i 1 -g "$gs" -s $size -n $iters "${extra[@]}")
-        CLI=("$tool" -d "$dc" -i 1 -g "$gc" -s $size -n $iters "${extra[@]}" "$sip")
+        # -c: the server stamps its buffer, the client checks each page of
+        # what it received and prints "invalid data" for a page that lacks
+        # the stamp (a weak check, one byte a page: test_wire_payload.py
+        # compares every byte).
+        SRV=("$tool" -d "$ds" -i 1 -g "$gs" -s $size -n $iters -c "${extra[@]}")
+        CLI=("$tool" -d "$dc" -i 1 -g "$gc" -s $size -n $iters -c "${extra[@]}" "$sip")
         run_pair "$name" "$ss" tcp 18515 || return 1
         check_pingpong "$CDIR/$name.client.log" $((size * iters * 2)) $iters || return 1
         check_pingpong "$CDIR/$name.server.log" $((size * iters * 2)) $iters || return 1
+        if grep -q "invalid data" "$CDIR/$name.client.log" "$CDIR/$name.server.log"; then
+            echo "    $name: the received buffer failed the pingpong's -c check"
+            return 1
+        fi
         ;;
     rping | rping6)
         # The listener binds the server's address, so it is on the server's
