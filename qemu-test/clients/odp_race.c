@@ -64,28 +64,21 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#define PROG "odp_race"
+#define IDLE_PAUSE_US 100	/* polling: leaves the CPU to the faults and the softirqs */
+#include "verbs_util.h"
+
 #define BUF (1 << 20)		/* the responder's ODP buffer */
 #define MAXLEN 65536		/* the longest WRITE and READ */
 #define WAIT_SECS 30		/* for any completion, the mutator, a child */
 #define NCOUNTERS 32
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                        \
-	do {                                                    \
-		checks++;                                       \
-		if (!(cond)) {                                  \
-			fprintf(stderr, "FAIL: " __VA_ARGS__);  \
-			fputc('\n', stderr);                    \
-			failures++;                             \
-		}                                               \
-	} while (0)
-
-static void die(const char *what)
-{
-	fprintf(stderr, "odp_race: %s: %s\n", what, strerror(errno ? errno : EIO));
-	exit(2);
-}
+/* The QPs: RNR NAKs and retries allowed. */
+static const struct qp_opts opts = {
+	.send_wr = 16, .recv_wr = 1, .send_sge = 1, .recv_sge = 1, .cqe = 32,
+	.rd_atomic = 4, .dest_rd_atomic = 4,
+	.timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .min_rnr_timer = 12,
+};
 
 struct side {
 	const char *name;
@@ -120,46 +113,6 @@ struct counters {
 	long long v[NCOUNTERS];
 };
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* xorshift64*, and splitmix64 to derive the streams' seeds. */
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static uint64_t mix(uint64_t x, uint64_t y, uint64_t z)
-{
-	x ^= y * 0x9e3779b97f4a7c15ull ^ z * 0xc2b2ae3d27d4eb4full;
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return (x ^ (x >> 31)) | 1;
-}
-
-static void fill(unsigned char *p, size_t n, uint64_t s)
-{
-	uint64_t x;
-	size_t i;
-
-	for (i = 0; i < n; i += 8) {
-		x = rnd(&s);
-		memcpy(p + i, &x, n - i < 8 ? n - i : 8);
-	}
-}
-
 /*
  * Whether `got` holds `want`; if not, a failure naming the first differing
  * byte, at its offset in B's buffer (`at` is where `got` starts there).
@@ -167,98 +120,35 @@ static void fill(unsigned char *p, size_t n, uint64_t s)
 static int same(const unsigned char *got, const unsigned char *want, size_t n, size_t at,
 		const char *mode, const char *what)
 {
-	size_t i;
+	size_t i = first_mismatch(got, want, n);
 
-	checks++;
-	if (!memcmp(got, want, n))
-		return 1;
-	for (i = 0; i < n && got[i] == want[i]; i++)
-		;
-	fprintf(stderr, "FAIL: %s: %s (%zu bytes at %#zx): first mismatch at offset %#zx: "
-		"expected %#04x, got %#04x\n", mode, what, n, at, at + i, want[i], got[i]);
-	failures++;
-	return 0;
+	CHECK(i == n, "%s: %s (%zu bytes at %#zx): first mismatch at offset %#zx: "
+	      "expected %#04x, got %#04x", mode, what, n, at, at + i, want[i], got[i]);
+	return i == n;
 }
 
 static void open_side(struct side *s, const char *name, int gid_index)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	int i;
-
-	if (!list)
-		die("ibv_get_device_list");
-	for (i = 0; list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			s->ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	if (!s->ctx) {
-		fprintf(stderr, "odp_race: no device %s\n", name);
-		exit(2);
-	}
+	s->ctx = open_device(name);
 	s->name = name;
 	s->gid_index = gid_index;
-	if (ibv_query_gid(s->ctx, 1, gid_index, &s->gid))
-		die("ibv_query_gid");
-	s->pd = ibv_alloc_pd(s->ctx);
-	if (!s->pd)
-		die("ibv_alloc_pd");
+	s->gid = query_gid(s->ctx, gid_index);
+	s->pd = alloc_pd(s->ctx);
 }
 
 static void new_qp(struct side *s)
 {
-	struct ibv_qp_init_attr a = {
-		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 1, .max_send_sge = 1,
-			 .max_recv_sge = 1 },
-	};
-
-	s->cq = ibv_create_cq(s->ctx, 32, NULL, NULL, 0);
+	s->cq = ibv_create_cq(s->ctx, opts.cqe, NULL, NULL, 0);
 	if (!s->cq)
 		die("ibv_create_cq");
-	a.send_cq = a.recv_cq = s->cq;
-	s->qp = ibv_create_qp(s->pd, &a);
-	if (!s->qp)
-		die("ibv_create_qp");
+	s->qp = create_qp(s->pd, s->cq, &opts);
 }
 
-static void to_rts(struct side *s, const struct side *peer)
+/* RESET -> INIT -> RTR -> RTS, to the QP of `peer`. */
+static void connect_qp(struct side *s, const struct side *peer)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ,
-	};
-
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		die("modify to INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 7;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = s->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			  IBV_QP_MIN_RNR_TIMER))
-		die("modify to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 7;
-	a.max_rd_atomic = 4;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify to RTS");
+	to_init(s->qp);
+	to_rts(s->qp, s->gid_index, peer->qp, &peer->gid, &opts);
 }
 
 static void drop_qp(struct side *s)
@@ -267,28 +157,6 @@ static void drop_qp(struct side *s)
 	ibv_destroy_cq(s->cq);
 	s->qp = NULL;
 	s->cq = NULL;
-}
-
-/* Up to `n` completions of A's CQ into `wc`: fewer only after WAIT_SECS. */
-static int reap(struct ibv_wc *wc, int n)
-{
-	double t0 = now();
-	int got = 0, idle = 0, r;
-
-	while (got < n) {
-		r = ibv_poll_cq(req.cq, n - got, wc + got);
-		if (r < 0)
-			die("ibv_poll_cq");
-		got += r;
-		if (r)
-			continue;
-		if (now() - t0 > WAIT_SECS)
-			break;
-		/* Leave the CPU to the faults and the softirqs now and then. */
-		if (++idle % 64 == 0)
-			usleep(100);
-	}
-	return got;
 }
 
 /*
@@ -311,7 +179,7 @@ static int run_chain(struct ibv_send_wr *wr, int n, const char *mode, const char
 	}
 	if (ibv_post_send(req.qp, wr, &bad))
 		die("ibv_post_send");
-	got = reap(wc, n);
+	got = poll_wc(req.cq, wc, n, WAIT_SECS);
 	/* The first error only: the QP is in error then, the rest are flushed. */
 	for (i = 0; i < got && ok; i++) {
 		const struct ibv_send_wr *w = &wr[wc[i].wr_id < (uint64_t)n ? wc[i].wr_id : 0];
@@ -477,7 +345,6 @@ static void touch(unsigned char *p)
 static void mut_fork(uint64_t *rng)
 {
 	int hold = rnd(rng) % 2, p[2], status, i, n;
-	double t0;
 	pid_t pid, r;
 	char c;
 
@@ -511,16 +378,11 @@ static void mut_fork(uint64_t *rng)
 		forks_held++;
 	}
 	close(p[1]);
-	t0 = now();
-	while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
-		if (now() - t0 > WAIT_SECS) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			errno = ETIMEDOUT;
-			mut_fail("the child did not exit");
-			return;
-		}
-		usleep(200);
+	r = wait_child(pid, &status, WAIT_SECS, 200);
+	if (!r) {
+		errno = ETIMEDOUT;
+		mut_fail("the child did not exit");
+		return;
 	}
 	if (r < 0)
 		mut_fail("waitpid");
@@ -643,7 +505,6 @@ static void run_mode(const struct mode *m, double seconds)
 	struct counters c0, c1;
 	unsigned long long bytes = 0;
 	unsigned long rounds = 0;
-	struct timespec until;
 	uint64_t rng = mix(seed, (uintptr_t)(m - modes), 0x726571);
 	int fails0 = failures, traffic_ok = 1, i, err;
 	long long inv, flt;
@@ -661,17 +522,13 @@ static void run_mode(const struct mode *m, double seconds)
 		goto unmap;
 	new_qp(&req);
 	new_qp(&resp);
-	to_rts(&req, &resp);
-	to_rts(&resp, &req);
+	connect_qp(&req, &resp);
+	connect_qp(&resp, &req);
 	counters(&c0, NULL);
 
 	stop = mut_failed = 0;
 	mutations = forks_held = touches = 0;
-	err = pthread_create(&th, NULL, mutator, (void *)m);
-	if (err) {
-		errno = err;
-		die("pthread_create");
-	}
+	start_thread(&th, mutator, (void *)m);
 	t0 = now();
 	end = t0 + seconds;
 	while (now() < end && !__atomic_load_n(&mut_failed, __ATOMIC_ACQUIRE)) {
@@ -682,9 +539,7 @@ static void run_mode(const struct mode *m, double seconds)
 		rounds++;
 	}
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += WAIT_SECS;
-	err = pthread_timedjoin_np(th, NULL, &until);
+	err = join_within(th, WAIT_SECS);
 	if (err) {
 		fprintf(stderr, "FAIL: %s: the mutator did not stop within %d s: %s\n", m->name,
 			WAIT_SECS, strerror(err));
@@ -768,22 +623,19 @@ int main(int argc, char **argv)
 	int skip = 0, opt, ran = 0, err;
 	uint32_t need = IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
 	unsigned int i;
-	char *end;
 
-	seed = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+	seed = default_seed();
 	while ((opt = getopt(argc, argv, "s:m:r:k")) != -1) {
 		switch (opt) {
 		case 's':
-			seconds = strtod(optarg, &end);
-			if (*end || seconds <= 0)
+			if (!parse_seconds(optarg, &seconds))
 				usage();
 			break;
 		case 'm':
 			list = optarg;
 			break;
 		case 'r':
-			seed = strtoull(optarg, &end, 0);
-			if (*end)
+			if (!parse_seed(optarg, &seed))
 				usage();
 			break;
 		case 'k':
@@ -838,9 +690,7 @@ int main(int argc, char **argv)
 		die("buffers");
 	land = src + MAXLEN;
 	land2 = src + 2 * MAXLEN;
-	msrc = ibv_reg_mr(req.pd, src, 3 * MAXLEN, IBV_ACCESS_LOCAL_WRITE);
-	if (!msrc)
-		die("ibv_reg_mr");
+	msrc = reg(req.pd, src, 3 * MAXLEN, IBV_ACCESS_LOCAL_WRITE);
 	printf("odp_race %s -> %s: seed %#llx, %.1f s a mode, fork: %s\n", req.name, resp.name,
 	       (unsigned long long)seed, seconds,
 	       ibv_is_fork_initialized() == IBV_FORK_UNNEEDED ? "the kernel copies pinned pages" :

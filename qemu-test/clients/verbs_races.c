@@ -97,7 +97,6 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,41 +107,11 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-#define WAIT_SECS 30		/* for any completion, a thread, a child */
+#define PROG "verbs_races"
 #define MAX_PRINTED 64		/* FAIL lines printed; the rest are counted */
+#include "verbs_util.h"		/* CHECK and failf are thread-safe: the modes race */
 
-static int failures, checks;
-
-static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void failf(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED) > MAX_PRINTED)
-		return;
-	flockfile(stderr);
-	fputs("FAIL: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	funlockfile(stderr);
-}
-
-/* Thread-safe: the racing modes check from two threads. */
-#define CHECK(cond, ...)                                                \
-	do {                                                            \
-		__atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);       \
-		if (!(cond))                                            \
-			failf(__VA_ARGS__);                             \
-	} while (0)
-
-static void die(const char *what)
-{
-	fprintf(stderr, "verbs_races: %s: %s\n", what, strerror(errno ? errno : EIO));
-	exit(2);
-}
+#define WAIT_SECS 30		/* for any completion, a thread, a child */
 
 struct side {
 	const char *name;
@@ -157,67 +126,15 @@ static struct side A, B;	/* requester (DEV_A), responder (DEV_B) */
 static size_t page;
 static uint64_t seed;
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* Leaves the CPU to the softirqs and the driver's work now and then while polling. */
-static void idle_pause(int *idle)
-{
-	if (++*idle % 64 == 0)
-		usleep(50);
-}
-
-/* xorshift64*, and splitmix64 to derive the streams' seeds. */
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static uint64_t mix(uint64_t x, uint64_t y, uint64_t z)
-{
-	x ^= y * 0x9e3779b97f4a7c15ull ^ z * 0xc2b2ae3d27d4eb4full;
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return (x ^ (x >> 31)) | 1;
-}
-
-static void fill(unsigned char *p, size_t n, uint64_t s)
-{
-	uint64_t x;
-	size_t i;
-
-	for (i = 0; i < n; i += 8) {
-		x = rnd(&s);
-		memcpy(p + i, &x, n - i < 8 ? n - i : 8);
-	}
-}
-
 /* Whether `got` holds `want`; if not, a failure naming the first differing byte. */
 static int same(const unsigned char *got, const unsigned char *want, size_t n,
 		const char *mode, const char *what)
 {
-	size_t i;
+	size_t i = first_mismatch(got, want, n);
 
-	__atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);
-	if (!memcmp(got, want, n))
-		return 1;
-	for (i = 0; i < n && got[i] == want[i]; i++)
-		;
-	failf("%s: %s (%zu bytes): first mismatch at offset %#zx: expected %#04x, got %#04x",
-	      mode, what, n, i, want[i], got[i]);
-	return 0;
+	CHECK(i == n, "%s: %s (%zu bytes): first mismatch at offset %#zx: expected %#04x, "
+	      "got %#04x", mode, what, n, i, want[i], got[i]);
+	return i == n;
 }
 
 /* Whether all `n` bytes at `p` are `c`; if not, a failure naming the first other. */
@@ -245,48 +162,18 @@ static void *map_anon(size_t len)
 	return p;
 }
 
-static struct ibv_mr *reg(struct ibv_pd *pd, void *p, size_t len, int access)
-{
-	struct ibv_mr *mr = ibv_reg_mr(pd, p, len, access);
-
-	if (!mr)
-		die("ibv_reg_mr");
-	return mr;
-}
-
 static void open_side(struct side *s, const char *name, int gid_index)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	int i;
-
-	if (!list)
-		die("ibv_get_device_list");
-	for (i = 0; list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			s->ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	if (!s->ctx) {
-		fprintf(stderr, "verbs_races: no device %s\n", name);
-		exit(2);
-	}
+	s->ctx = open_device(name);
 	s->name = name;
 	s->gid_index = gid_index;
 	if (ibv_query_device(s->ctx, &s->attr))
 		die("ibv_query_device");
-	if (ibv_query_gid(s->ctx, 1, gid_index, &s->gid))
-		die("ibv_query_gid");
-	s->pd = ibv_alloc_pd(s->ctx);
-	if (!s->pd)
-		die("ibv_alloc_pd");
+	s->gid = query_gid(s->ctx, gid_index);
+	s->pd = alloc_pd(s->ctx);
 }
 
 /* --- QPs: an RC pair, A's QP the requester, B's the responder. --- */
-
-struct qp_opts {
-	int send_wr, recv_wr, send_sge, recv_sge, cqe;
-	int rd_atomic, dest_rd_atomic;
-	int timeout, retry_cnt, rnr_retry, min_rnr_timer;
-};
 
 static const struct qp_opts default_opts = {
 	.send_wr = 16, .recv_wr = 16, .send_sge = 1, .recv_sge = 1, .cqe = 64,
@@ -298,70 +185,6 @@ struct pair {
 	struct ibv_cq *acq, *bcq;
 	struct ibv_qp *aqp, *bqp;
 };
-
-static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_cq *cq, const struct qp_opts *o)
-{
-	struct ibv_qp_init_attr a = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = o->send_wr, .max_recv_wr = o->recv_wr,
-			 .max_send_sge = o->send_sge, .max_recv_sge = o->recv_sge },
-	};
-	struct ibv_qp *qp = ibv_create_qp(pd, &a);
-
-	if (!qp)
-		die("ibv_create_qp");
-	return qp;
-}
-
-static void to_init(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ,
-	};
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		die("modify to INIT");
-}
-
-/* INIT -> RTR -> RTS, to `peer` of side `ps`. */
-static void to_rts(struct ibv_qp *qp, const struct side *s, const struct ibv_qp *peer,
-		   const struct side *ps, const struct qp_opts *o)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer->qp_num;
-	a.rq_psn = 7;
-	a.max_dest_rd_atomic = o->dest_rd_atomic;
-	a.min_rnr_timer = o->min_rnr_timer;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = ps->gid;
-	a.ah_attr.grh.sgid_index = s->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			  IBV_QP_MIN_RNR_TIMER))
-		die("modify to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = o->timeout;
-	a.retry_cnt = o->retry_cnt;
-	a.rnr_retry = o->rnr_retry;
-	a.sq_psn = 7;
-	a.max_rd_atomic = o->rd_atomic;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify to RTS");
-}
 
 /*
  * The two CQs and QPs of a pair, A's in A's PD, B's in `bpd`, both in
@@ -381,8 +204,8 @@ static void pair_create(struct pair *p, struct ibv_pd *bpd, const struct qp_opts
 
 static void pair_connect(struct pair *p, const struct qp_opts *o)
 {
-	to_rts(p->aqp, &A, p->bqp, &B, o);
-	to_rts(p->bqp, &B, p->aqp, &A, o);
+	to_rts(p->aqp, A.gid_index, p->bqp, &B.gid, o);
+	to_rts(p->bqp, B.gid_index, p->aqp, &A.gid, o);
 }
 
 static void pair_open(struct pair *p, struct ibv_pd *bpd, const struct qp_opts *o)
@@ -394,23 +217,22 @@ static void pair_open(struct pair *p, struct ibv_pd *bpd, const struct qp_opts *
 /* Destroys a pair; each destroy must succeed (an EBUSY is a leak). */
 static void pair_close(struct pair *p, const char *mode)
 {
-	int err;
+	struct ibv_qp *qp[2] = { p->aqp, p->bqp };
+	struct ibv_cq *cq[2] = { p->acq, p->bcq };
+	const char *name[2] = { A.name, B.name };
+	int i, err;
 
-	if (p->aqp) {
-		err = ibv_destroy_qp(p->aqp);
-		CHECK(!err, "%s: ibv_destroy_qp of %s's QP: %s", mode, A.name, strerror(err));
+	for (i = 0; i < 2; i++) {
+		if (!qp[i])
+			continue;
+		err = ibv_destroy_qp(qp[i]);
+		CHECK(!err, "%s: ibv_destroy_qp of %s's QP: %s", mode, name[i], strerror(err));
 	}
-	if (p->bqp) {
-		err = ibv_destroy_qp(p->bqp);
-		CHECK(!err, "%s: ibv_destroy_qp of %s's QP: %s", mode, B.name, strerror(err));
-	}
-	if (p->acq) {
-		err = ibv_destroy_cq(p->acq);
-		CHECK(!err, "%s: ibv_destroy_cq of %s: %s", mode, A.name, strerror(err));
-	}
-	if (p->bcq) {
-		err = ibv_destroy_cq(p->bcq);
-		CHECK(!err, "%s: ibv_destroy_cq of %s: %s", mode, B.name, strerror(err));
+	for (i = 0; i < 2; i++) {
+		if (!cq[i])
+			continue;
+		err = ibv_destroy_cq(cq[i]);
+		CHECK(!err, "%s: ibv_destroy_cq of %s: %s", mode, name[i], strerror(err));
 	}
 	memset(p, 0, sizeof(*p));
 }
@@ -430,24 +252,6 @@ static int verb_err(int ret)
 	return ret;
 }
 
-/* One completion of `cq` into `wc`: 0 if none came within `secs`. */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, double secs)
-{
-	double t0 = now();
-	int r, idle = 0;
-
-	for (;;) {
-		r = ibv_poll_cq(cq, 1, wc);
-		if (r < 0)
-			die("ibv_poll_cq");
-		if (r)
-			return 1;
-		if (now() - t0 > secs)
-			return 0;
-		idle_pause(&idle);
-	}
-}
-
 /* One signaled RDMA WRITE or READ of A's, waited for: its status, or -1 if none came. */
 static int rdma_once(struct pair *p, enum ibv_wr_opcode op, void *local, uint32_t len,
 		     uint32_t lkey, uint64_t raddr, uint32_t rkey)
@@ -461,7 +265,7 @@ static int rdma_once(struct pair *p, enum ibv_wr_opcode op, void *local, uint32_
 	wr.wr.rdma.rkey = rkey;
 	if (ibv_post_send(p->aqp, &wr, &bad))
 		die("ibv_post_send");
-	if (!wait_wc(p->acq, &wc, WAIT_SECS))
+	if (!poll_wc(p->acq, &wc, 1, WAIT_SECS))
 		return -1;
 	return wc.status;
 }
@@ -607,7 +411,6 @@ static void mode_sqd_rd_atomic(double seconds)
 	unsigned char *tb, *land;
 	struct ibv_mr *mtb, *mland;
 	struct ibv_wc wc[RD_SLOTS];
-	struct timespec until;
 	double end, last;
 	struct pair p;
 	pthread_t th;
@@ -629,11 +432,7 @@ static void mode_sqd_rd_atomic(double seconds)
 	sqd.dest_max = 16 <= B.attr.max_qp_rd_atom ? 16 : B.attr.max_qp_rd_atom;
 	for (i = 0; i < RD_SLOTS; i++)
 		free_slot[i] = i;
-	err = pthread_create(&th, NULL, sqd_mutator, NULL);
-	if (err) {
-		errno = err;
-		die("pthread_create");
-	}
+	start_thread(&th, sqd_mutator, NULL);
 	end = now() + seconds;
 	last = now();
 	while (ok) {
@@ -708,9 +507,7 @@ static void mode_sqd_rd_atomic(double seconds)
 		}
 	}
 	__atomic_store_n(&sqd.stop, 1, __ATOMIC_RELEASE);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += WAIT_SECS;
-	err = pthread_timedjoin_np(th, NULL, &until);
+	err = join_within(th, WAIT_SECS);
 	if (err) {
 		fprintf(stderr, "FAIL: sqd-rd-atomic: the SQD thread did not stop within %d s: "
 			"%s\n", WAIT_SECS, strerror(err));
@@ -907,7 +704,6 @@ static void ew_one_round(struct ew_round *w, struct ew_totals *t, uint64_t *rng,
 	int by_time = rnd(rng) % 8 == 0, trigger = 1 + rnd(rng) % (EW_N - 1);
 	int succ_at_err = 0, a_ok = 0, a_bad = 0, a_ok_max = -1;
 	double t0, t_err, last;
-	struct timespec until;
 	pthread_t th;
 
 	o.send_wr = 2 * EW_OUT;
@@ -937,11 +733,7 @@ static void ew_one_round(struct ew_round *w, struct ew_totals *t, uint64_t *rng,
 
 	t0 = last = now();
 	t_err = t0 + (rnd(rng) % 3000) / 1e6;
-	err = pthread_create(&th, NULL, ew_sender, w);
-	if (err) {
-		errno = err;
-		die("pthread_create");
-	}
+	start_thread(&th, ew_sender, w);
 	while (accounted < EW_N) {
 		n = ibv_poll_cq(w->p.bcq, 32, wc);
 		if (n < 0)
@@ -1008,9 +800,7 @@ static void ew_one_round(struct ew_round *w, struct ew_totals *t, uint64_t *rng,
 	      "after all %d receives were accounted for", w->r, extra, EW_N);
 
 	__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 2 * WAIT_SECS;
-	err = pthread_timedjoin_np(th, NULL, &until);
+	err = join_within(th, 2 * WAIT_SECS);
 	if (err) {
 		fprintf(stderr, "FAIL: err-while-arriving: the sender did not stop: %s\n",
 			strerror(err));
@@ -1493,7 +1283,7 @@ static void sc_clean_transfer(struct sc_state *s, uint64_t *rng)
 	wr.wr.rdma.rkey = s->bwbuf_mr->rkey;
 	if (ibv_post_send(s->p.aqp, &wr, &bad))
 		die("ibv_post_send of the clean WRITE");
-	st = wait_wc(s->p.acq, &wc, WAIT_SECS) ? (int)wc.status : -1;
+	st = poll_wc(s->p.acq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
 	CHECK(st == IBV_WC_SUCCESS, "ring-scribble: the clean WRITE after the scribbling: %s",
 	      status_str(st));
 	if (st == IBV_WC_SUCCESS)
@@ -1505,10 +1295,10 @@ static void sc_clean_transfer(struct sc_state *s, uint64_t *rng)
 	wr.opcode = IBV_WR_SEND;
 	if (ibv_post_send(s->p.aqp, &wr, &bad))
 		die("ibv_post_send of the clean SEND");
-	st = wait_wc(s->p.acq, &wc, WAIT_SECS) ? (int)wc.status : -1;
+	st = poll_wc(s->p.acq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
 	CHECK(st == IBV_WC_SUCCESS, "ring-scribble: the clean SEND after the scribbling: %s",
 	      status_str(st));
-	st = wait_wc(s->p.bcq, &wc, WAIT_SECS) ? (int)wc.status : -1;
+	st = poll_wc(s->p.bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
 	CHECK(st == IBV_WC_SUCCESS && wc.byte_len == 4096,
 	      "ring-scribble: B's receive of the clean SEND: %s, %u bytes", status_str(st),
 	      st < 0 ? 0 : wc.byte_len);
@@ -1531,7 +1321,6 @@ static void mode_ring_scribble(double seconds)
 {
 	struct sc_state s;
 	uint64_t rng = mix(seed, 3, 0x726571);
-	struct timespec until;
 	int fails0 = failures, err;
 	double end;
 	pthread_t th;
@@ -1569,11 +1358,7 @@ static void mode_ring_scribble(double seconds)
 	fflush(stdout);
 	sc.stop = 0;
 	sc.scribbles = 0;
-	err = pthread_create(&th, NULL, sc_scribbler, NULL);
-	if (err) {
-		errno = err;
-		die("pthread_create");
-	}
+	start_thread(&th, sc_scribbler, NULL);
 	end = now() + seconds;
 	while (now() < end) {
 		if (!sc_batch(&s, &rng)) {
@@ -1582,9 +1367,7 @@ static void mode_ring_scribble(double seconds)
 		}
 	}
 	__atomic_store_n(&sc.stop, 1, __ATOMIC_RELEASE);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += WAIT_SECS;
-	err = pthread_timedjoin_np(th, NULL, &until);
+	err = join_within(th, WAIT_SECS);
 	if (err) {
 		fprintf(stderr, "FAIL: ring-scribble: the scribbler did not stop: %s\n",
 			strerror(err));
@@ -1701,7 +1484,7 @@ static int mw_bind2(struct pair *p, struct ibv_mw *w, uint32_t rkey, int mri)
 	err = ibv_post_send(p->bqp, &wr, &bad);
 	if (err)
 		return -2 - verb_err(err);
-	if (!wait_wc(p->bcq, &wc, WAIT_SECS))
+	if (!poll_wc(p->bcq, &wc, 1, WAIT_SECS))
 		return -1;
 	return wc.status;
 }
@@ -1768,7 +1551,7 @@ static void mw_type1_cross(int mwpd, int mri, int qppd)
 		printf("verbs_races: mw-pd: %s: refused by ibv_bind_mw (%s)\n", what,
 		       strerror(err));
 	} else {
-		st = wait_wc(p.bcq, &wc, WAIT_SECS) ? (int)wc.status : -1;
+		st = poll_wc(p.bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
 		CHECK(st == IBV_WC_MW_BIND_ERR, "mw-pd: %s: the bind completed with %s, not "
 		      "MW_BIND_ERR", what, status_str(st));
 		printf("verbs_races: mw-pd: %s: the device answered %s\n", what, status_str(st));
@@ -1804,7 +1587,7 @@ static void mw_control(enum ibv_mw_type type)
 		mb.bind_info = (struct ibv_mw_bind_info){ mw.mr[0], mw_addr(0), page, MW_ACCESS };
 		mw.binds++;
 		err = ibv_bind_mw(p.bqp, w, &mb);
-		st = err ? -2 - err : wait_wc(p.bcq, &wc, WAIT_SECS) ? (int)wc.status : -1;
+		st = err ? -2 - err : poll_wc(p.bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
 		rkey = w->rkey;
 	}
 	CHECK(st == IBV_WC_SUCCESS, "mw-pd: %s: the bind: %s", what, bind_str(st, b, sizeof(b)));
@@ -1836,9 +1619,7 @@ static void mode_mw_pd(void)
 	fill(mw.mem, 4 * page, mix(seed, 4, 0x6d656d));
 	memcpy(mw.shadow, mw.mem, 4 * page);
 	mw.pd[0] = B.pd;
-	mw.pd[1] = ibv_alloc_pd(B.ctx);
-	if (!mw.pd[1])
-		die("ibv_alloc_pd");
+	mw.pd[1] = alloc_pd(B.ctx);
 	for (i = 0; i < 2; i++)
 		mw.mr[i] = reg(mw.pd[i], mw.mem + 2 * i * page, 2 * page, MR_ACCESS);
 	mw.msrc = reg(A.pd, mw.src, page, IBV_ACCESS_LOCAL_WRITE);
@@ -1941,7 +1722,6 @@ static void child_write_faults(unsigned char *p, unsigned char want)
 	int fd[2], status = 0;
 	unsigned char got = 0;
 	ssize_t n = 0;
-	double t0;
 	pid_t pid, r;
 
 	if (pipe(fd))
@@ -1967,16 +1747,11 @@ static void child_write_faults(unsigned char *p, unsigned char want)
 		_exit(0);
 	}
 	close(fd[1]);
-	t0 = now();
-	while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
-		if (now() - t0 > WAIT_SECS) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			CHECK(0, "rereg-ro: the writing child did not exit within %d s", WAIT_SECS);
-			close(fd[0]);
-			return;
-		}
-		usleep(1000);
+	r = wait_child(pid, &status, WAIT_SECS, 1000);
+	if (!r) {
+		CHECK(0, "rereg-ro: the writing child did not exit within %d s", WAIT_SECS);
+		close(fd[0]);
+		return;
 	}
 	if (r < 0)
 		die("waitpid");
@@ -2106,19 +1881,16 @@ int main(int argc, char **argv)
 	const char *mode;
 	unsigned int i;
 	int opt, m = -1, err;
-	char *end;
 
-	seed = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+	seed = default_seed();
 	while ((opt = getopt(argc, argv, "s:r:")) != -1) {
 		switch (opt) {
 		case 's':
-			seconds = strtod(optarg, &end);
-			if (*end || seconds <= 0)
+			if (!parse_seconds(optarg, &seconds))
 				usage();
 			break;
 		case 'r':
-			seed = strtoull(optarg, &end, 0);
-			if (*end)
+			if (!parse_seed(optarg, &seed))
 				usage();
 			break;
 		default:
