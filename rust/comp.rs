@@ -162,11 +162,22 @@ impl Qp {
         // and the QP may have no retransmit timer to fall back on.
         q.req.rewound_to = (why == GoBack::Timeout).then_some(psn);
         q.req.sent_through = 0;
+        // After a timeout, the oldest read or atomic is asked again, not
+        // the ones behind it. A responder that lost them would have NAKed
+        // the gap (or a later timeout asks for the next); one that is only
+        // slow has them queued, and asked again it would answer every one
+        // twice: behind up to `max_dest_rd_atomic` duplicate READs, the
+        // answers to newer requests come too late, and the retry count
+        // runs out on a responder that never stopped answering.
+        let mut asked = false;
         for p in q.req.pending.iter_mut() {
             if p.done || !p.started {
                 continue;
             }
             if is_read_or_atomic(p.wr.wqe.opcode) {
+                if why == GoBack::Timeout && core::mem::replace(&mut asked, true) {
+                    continue;
+                }
                 p.sent = 0;
                 q.req.rd_window = 1;
                 continue;

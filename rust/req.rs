@@ -716,10 +716,25 @@ impl Qp {
     /// Whether the next packet of `p` may go now: the requester stops at a
     /// read or atomic the read window holds back, and at a packet past the
     /// packet window.
+    ///
+    /// The oldest unanswered read or atomic is never held: after a timeout
+    /// it alone is asked again (`Qp::rewind`), while the later ones still
+    /// count as on the wire.
     fn windows_open(&self, q: &QpInner, p: &Pending) -> bool {
-        let held_read =
-            is_read_or_atomic(p.wr.wqe.opcode) && p.sent == 0 && !Self::read_window_open(q);
+        let held_read = is_read_or_atomic(p.wr.wqe.opcode)
+            && p.sent == 0
+            && !Self::read_window_open(q)
+            && !Self::oldest_read(q, p);
         !held_read && self.window_open(q, p)
+    }
+
+    /// Whether `p` is the oldest read or atomic not answered yet.
+    fn oldest_read(q: &QpInner, p: &Pending) -> bool {
+        q.req
+            .pending
+            .iter()
+            .find(|o| !o.done && is_read_or_atomic(o.wr.wqe.opcode))
+            .is_some_and(|o| o.first_psn == p.first_psn)
     }
 
     /// Whether the next packet of `p` fits in the packet window: the ACK
