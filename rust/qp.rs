@@ -160,6 +160,8 @@ pub(crate) struct ReadInProgress {
     pub(crate) n: u32,
     /// The next response to send.
     pub(crate) next: u32,
+    /// How many times in a row `next` found its ODP page missing.
+    pub(crate) misses: u8,
 }
 
 /// Responder state.

@@ -51,6 +51,10 @@ const RDMA_NETWORK_IPV6: u32 = 3;
 /// at the smallest common MTU (1024) still goes in one.
 const READ_BURST: u32 = 64;
 
+/// How many times in a row one READ response may find its ODP page missing
+/// and wait for its fault before the READ ends (`Qp::read_burst`).
+const READ_FAULT_MISSES: u8 = 4;
+
 /// Bytes of the GRH at the start of a UD receive buffer.
 const GRH_LEN: usize = 40;
 
@@ -664,10 +668,17 @@ impl Qp {
             psn,
             n,
             next: 0,
+            misses: 0,
         });
         self.reading.store(true, Ordering::Release);
         match self.read_burst(drv, q) {
-            Err(()) => Verdict::Fatal(NakCode::RemoteAccessError),
+            Err(at) if at == psn => Verdict::Fatal(NakCode::RemoteAccessError),
+            // Responses went before the one that failed: the NAK names the
+            // PSN the requester waits for next, or it would be ignored.
+            Err(at) => {
+                self.refuse(drv, q, at, Verdict::Fatal(NakCode::RemoteAccessError));
+                Verdict::Answered
+            }
             Ok(done) => {
                 if !done {
                     if let Some(b) = self.backlog.as_ref() {
@@ -683,14 +694,15 @@ impl Qp {
     /// [`READ_BURST`], then the backlog's drain sends the next (it runs
     /// again while `reading` is set, and holds the QP's later packets back
     /// meanwhile, so they are answered in order). Returns whether the READ
-    /// is done; `Err` if its memory can no longer be read (an MR
-    /// deregistered under it), which ends it.
+    /// is done; `Err` with the PSN of the first response not sent if its
+    /// memory can no longer be read (an MR deregistered under it), which
+    /// ends it.
     ///
     /// Built all at once, one request for 2^31 bytes was two million
     /// packets copied and checksummed under the QP's lock, with softirqs
     /// off, before the first was sent: hardware sends them as the link
     /// drains, and so does this.
-    pub(crate) fn read_burst(&self, drv: &OxeDevice, q: &mut QpInner) -> Result<bool, ()> {
+    pub(crate) fn read_burst(&self, drv: &OxeDevice, q: &mut QpInner) -> Result<bool, Psn> {
         let (Some(av), true) = (
             self.peer(q),
             matches!(q.state, QpState::Rtr | QpState::Rts | QpState::Sqd),
@@ -723,8 +735,9 @@ impl Qp {
                     )
                     .is_ok_and(|t| t.same(mr))
             {
+                let psn = r.psn.add(r.next);
                 self.end_read(q);
-                return Err(());
+                return Err(psn);
             }
         }
         while r.next < end {
@@ -777,16 +790,28 @@ impl Qp {
                 // Dropping the rest instead would cost the requester a
                 // timeout and a retry each time, and a READ over memory
                 // that is invalidated often would end in retry exhaustion.
-                Err(tx::TxError::Fill(Denied::Fault)) => {
+                //
+                // A page missing again and again at one packet (a fault
+                // that fails without marking the page, or memory taken
+                // away each time before the packet goes) ends the READ as
+                // before, and the requester's retry count bounds the rest.
+                Err(tx::TxError::Fill(Denied::Fault)) if r.misses < READ_FAULT_MISSES => {
+                    r.misses += 1;
                     q.resp.read_fault = true;
                     return Ok(false);
                 }
-                Err(tx::TxError::Fill(_)) => {
+                Err(tx::TxError::Fill(Denied::Fault)) => {
                     self.end_read(q);
-                    return Err(());
+                    return Ok(true);
+                }
+                Err(tx::TxError::Fill(_)) => {
+                    let psn = r.psn.add(k);
+                    self.end_read(q);
+                    return Err(psn);
                 }
                 _ => {}
             }
+            r.misses = 0;
             r.next += 1;
         }
         if r.next < r.n {
@@ -805,16 +830,14 @@ impl Qp {
     }
 
     /// Continues the READ under way (from the backlog's drain); a READ
-    /// whose memory went away ends as a remote access error, as at its
-    /// start. Returns whether it is done.
+    /// whose memory went away ends as a remote access error, NAKed at the
+    /// first response not sent (the requester ignores a NAK behind what it
+    /// has). Returns whether it is done.
     pub(crate) fn continue_read(&self, drv: &OxeDevice, q: &mut QpInner) -> bool {
-        let psn = q.resp.read.as_ref().map(|r| r.psn);
         match self.read_burst(drv, q) {
             Ok(done) => done,
-            Err(()) => {
-                if let Some(psn) = psn {
-                    self.refuse(drv, q, psn, Verdict::Fatal(NakCode::RemoteAccessError));
-                }
+            Err(psn) => {
+                self.refuse(drv, q, psn, Verdict::Fatal(NakCode::RemoteAccessError));
                 true
             }
         }
