@@ -34,6 +34,16 @@ RC:
   semantics), with the carries and the compares that a 32-bit or
   byte-swapped implementation gets wrong, judged by the original values
   returned and by the responder's memory after.
+RC over a link that loses packets (netem on both veths, so that requests,
+responses and acknowledgements are all lost): 24 READs of 16 KiB posted at
+once, four outstanding, each into a slot of its own between guard bytes,
+all complete and each slot holds its source's bytes; 150 FETCH_ADDs of 1,
+one at a time, each return the word's value before it and leave it 150
+higher, then 50 CMP_SWPs, one at a time, each move it on by one (a lost
+atomic acknowledgement makes the requester ask again, and the responder
+answers the duplicate from the result it saved, without adding or swapping
+again). netem must have dropped something, or the round runs again, a few
+times at most.
 UC: the same SENDs and WRITEs; the WRITE with immediate fences them as for
 RC, which matters more here: a UC requester's completion says nothing of
 the responder. And SENDs over a link that loses packets (netem on the
@@ -52,6 +62,7 @@ import ctypes
 import itertools
 import mmap
 import random
+import re
 import socket
 import struct
 import subprocess
@@ -106,6 +117,32 @@ UC_LOSS_MESSAGE = 40 * MTU
 UC_LOSS_PERCENT = 3
 UC_ROUND_MESSAGES = 12
 UC_ROUNDS = 10
+# RC under loss, on both veths. A round runs again while netem dropped
+# nothing (netem drops skbs, and an oxe sender's GSO batch of packets is
+# one), RC_LOSS_ROUNDS rounds at most. Each test has
+# RC_LOSS_SECONDS in all and RC_LOSS_POLL_SECONDS for a completion: a lost
+# packet costs a retransmit timeout (67 ms for timeout 14) or more, and the
+# guest may be slow.
+RC_LOSS_PERCENT = 5
+RC_LOSS_ROUNDS = 4
+RC_LOSS_SECONDS = 120
+RC_LOSS_POLL_SECONDS = 30
+# READs of RC_LOSS_READ bytes: the i-th from RC_LOSS_READ_STEP * i + 5 of
+# the source, into RC_LOSS_GAP + RC_LOSS_SLOT * i of the destination, with
+# RC_LOSS_GAP guard bytes before, between and after the slots.
+RC_LOSS_READS = 24
+RC_LOSS_READ = 16 * 1024
+RC_LOSS_READ_STEP = RC_LOSS_READ + 13
+RC_LOSS_GAP = 61
+RC_LOSS_SLOT = RC_LOSS_READ + RC_LOSS_GAP
+# Atomics on the word at RC_LOSS_WORD, which starts where the FETCH_ADDs
+# carry into its high 32 bits.
+RC_LOSS_FADDS = 150
+RC_LOSS_CSWPS = 50
+RC_LOSS_WORD = 8 * 37
+RC_LOSS_WORD_START = 2**32 - 100
+# Each device's veth: the command prefix that reaches it.
+VETHS = (('veth0', []), ('veth1', ['ip', 'netns', 'exec', 'peer']))
 
 
 def name(enum, value):
@@ -120,15 +157,15 @@ def ipv4(gid):
     return bytes.fromhex(str(gid).replace(':', ''))[12:]
 
 
-def poll(cq, what):
-    """The next completion on `cq`; none within POLL_SECONDS fails the test."""
-    deadline = time.monotonic() + POLL_SECONDS
+def poll(cq, what, seconds=POLL_SECONDS):
+    """The next completion on `cq`; none within `seconds` fails the test."""
+    deadline = time.monotonic() + seconds
     while True:
         n, wcs = cq.poll()
         if n:
             return wcs[0]
         if time.monotonic() > deadline:
-            raise AssertionError(f'{what}: no completion in {POLL_SECONDS} s')
+            raise AssertionError(f'{what}: no completion in {seconds:.3g} s')
         time.sleep(0.0001)
 
 
@@ -588,6 +625,164 @@ class UcLoss(Wire):
 
     def test_lost_packet_drops_its_message_b_to_a(self):
         self.lossy_sends(self.b, self.a)
+
+
+class RcLoss(Wire):
+    """RC over a link that loses packets both ways: every request completes,
+    with the right bytes and values, once the retries have filled the gaps.
+    Each round runs with netem loss on both veths and ends with both
+    removed; a round in which netem dropped nothing runs again."""
+
+    def setUp(self):
+        super().setUp()
+        self.deadline = time.monotonic() + RC_LOSS_SECONDS
+
+    def done(self, end, what, opcode, wr_id, byte_len=None):
+        """As Wire.done, with RC_LOSS_POLL_SECONDS for the completion,
+        within the test's RC_LOSS_SECONDS."""
+        what_at = f'{self.way}: {what}, at {end.dev.name}'
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.fail(f'{what_at}: not reached within the test\'s {RC_LOSS_SECONDS} s')
+        wc = poll(end.cq, what_at, min(RC_LOSS_POLL_SECONDS, left))
+        self.judge(end, wc, what, opcode, wr_id, byte_len)
+        return wc
+
+    @staticmethod
+    def dropped(veth, prefix):
+        """What netem on `veth` has dropped, from `tc -s qdisc show`'s
+        "Sent ... (dropped N, overlimits ...)"."""
+        out = subprocess.run(prefix + ['tc', '-s', 'qdisc', 'show', 'dev', veth],
+                             check=True, capture_output=True, text=True).stdout
+        if 'netem' not in out or not re.search(r'\(dropped \d+', out):
+            raise AssertionError(f'{veth}: no netem statistics in `tc -s qdisc show`: {out!r}')
+        return sum(int(n) for n in re.findall(r'\(dropped (\d+)', out))
+
+    def lossy(self, traffic):
+        """Runs `traffic` with netem loss on both veths, removed after
+        (also after a failure); returns how many packets netem dropped."""
+        added = []
+        try:
+            for veth, prefix in VETHS:
+                subprocess.run(prefix + ['tc', 'qdisc', 'add', 'dev', veth, 'root', 'netem', 'loss',
+                                         f'{RC_LOSS_PERCENT}%'], check=True)
+                added.append((veth, prefix))
+            traffic()
+            return sum(self.dropped(veth, prefix) for veth, prefix in added)
+        finally:
+            stuck = [veth for veth, prefix in added
+                     if subprocess.run(prefix + ['tc', 'qdisc', 'del', 'dev', veth, 'root']).returncode]
+            if stuck:
+                raise RuntimeError(f'cannot remove netem from {", ".join(stuck)}')
+
+    def must_have_dropped(self, dropped, what):
+        self.assertGreater(dropped, 0, f'{self.way}: {RC_LOSS_ROUNDS} rounds of {what} at '
+                           f'{RC_LOSS_PERCENT}% loss on both veths, and netem dropped nothing: '
+                           'the test tested nothing')
+
+    def lossy_reads(self, req_dev, resp_dev):
+        req, resp = self.pair(req_dev, resp_dev, RC)
+        source = self.region(resp_dev, RC_LOSS_READ_STEP * RC_LOSS_READS + 5,
+                             LOCAL | acc.IBV_ACCESS_REMOTE_READ)
+        dst = self.region(req_dev, RC_LOSS_GAP + RC_LOSS_SLOT * RC_LOSS_READS)
+        reads = [(RC_LOSS_READ_STEP * i + 5, RC_LOSS_GAP + RC_LOSS_SLOT * i) for i in range(RC_LOSS_READS)]
+        for rnd in range(RC_LOSS_ROUNDS):
+            # A pattern of the round's own: bytes of an earlier round, or
+            # of another READ, cannot pass for the right ones.
+            image = self.pattern(source.size)
+            source.clear()
+            source.put(0, image)
+            dst.clear()
+
+            def traffic():
+                # All posted at once: RD_ATOMIC outstanding, the rest queued.
+                for i, (roff, loff) in enumerate(reads):
+                    wr = SendWR(wr_id=i, opcode=ibv_wr_opcode.IBV_WR_RDMA_READ, num_sge=1,
+                                sg=[dst.sge(loff, RC_LOSS_READ)])
+                    wr.set_wr_rdma(source.rkey, source.addr(roff))
+                    req.qp.post_send(wr)
+                for i, (roff, loff) in enumerate(reads):
+                    self.done(req, f'round {rnd}: READ {i}, {RC_LOSS_READ} bytes from {roff}',
+                              ibv_wc_opcode.IBV_WC_RDMA_READ, i, RC_LOSS_READ)
+
+            dropped = self.lossy(traffic)
+            for roff, loff in reads:
+                dst.expect(loff, image[roff:roff + RC_LOSS_READ])
+            dst.check(self, f'{self.way}: round {rnd}: the READs\' destination (READ i in '
+                      f'{RC_LOSS_READ} bytes at {RC_LOSS_GAP} + {RC_LOSS_SLOT} * i)')
+            source.check(self, f'{self.way}: round {rnd}: the READs\' source')
+            self.quiet(req, resp)
+            if dropped:
+                break
+        self.must_have_dropped(dropped, 'READs')
+
+    def lossy_atomics(self, req_dev, resp_dev):
+        for d in (req_dev, resp_dev):
+            if d.atomic_caps == ibv_atomic_cap.IBV_ATOMIC_NONE:
+                self.skipTest(f'{d.name}: atomic_caps IBV_ATOMIC_NONE')
+        req, resp = self.pair(req_dev, resp_dev, RC)
+        words = self.region(resp_dev, PAGE, LOCAL | acc.IBV_ACCESS_REMOTE_ATOMIC)
+        results = self.region(req_dev, 8 * (RC_LOSS_FADDS + RC_LOSS_CSWPS))
+        fadd, cswp = ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD, ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP
+        cur = RC_LOSS_WORD_START
+        words.put(RC_LOSS_WORD, struct.pack('=Q', cur))
+
+        def word():
+            return struct.unpack('=Q', words.read(RC_LOSS_WORD, 8))[0]
+
+        for rnd in range(RC_LOSS_ROUNDS):
+            results.clear()
+            start = cur
+
+            def one(k, op, opcode, arg, new, what):
+                """Atomic k, alone on the wire; it must return `cur`."""
+                what = f'round {rnd}: {what}'
+                wr = SendWR(wr_id=k, opcode=op, num_sge=1, sg=[results.sge(8 * k, 8)])
+                wr.set_wr_atomic(words.rkey, words.addr(RC_LOSS_WORD), arg, new)
+                req.qp.post_send(wr)
+                self.done(req, what, opcode, k, 8)
+                got = struct.unpack('=Q', results.read(8 * k, 8))[0]
+                self.assertEqual(f'{got:#018x}', f'{cur:#018x}',
+                                 f'{self.way}: {what}: the original value (the round started at {start:#x})')
+                results.expect(8 * k, struct.pack('=Q', cur))
+
+            def traffic():
+                nonlocal cur
+                for k in range(RC_LOSS_FADDS):
+                    one(k, fadd, ibv_wc_opcode.IBV_WC_FETCH_ADD, 1, 0, f'FETCH_ADD {k} of 1')
+                    cur = (cur + 1) % 2**64
+                self.assertEqual(f'{word():#018x}', f'{cur:#018x}',
+                                 f'{self.way}: round {rnd}: the word after {RC_LOSS_FADDS} FETCH_ADDs of 1 '
+                                 f'from {start:#x}')
+                for j in range(RC_LOSS_CSWPS):
+                    new = (cur + 1) % 2**64
+                    one(RC_LOSS_FADDS + j, cswp, ibv_wc_opcode.IBV_WC_COMP_SWAP, cur, new,
+                        f'CMP_SWP {j} of {cur:#x} to {new:#x}')
+                    cur = new
+
+            dropped = self.lossy(traffic)
+            self.assertEqual(f'{word():#018x}', f'{cur:#018x}',
+                             f'{self.way}: round {rnd}: the word after {RC_LOSS_FADDS} FETCH_ADDs and '
+                             f'{RC_LOSS_CSWPS} CMP_SWPs from {start:#x}')
+            words.expect(RC_LOSS_WORD, struct.pack('=Q', cur))
+            words.check(self, f'{self.way}: round {rnd}: the atomics\' target')
+            results.check(self, f'{self.way}: round {rnd}: the original values')
+            self.quiet(req, resp)
+            if dropped:
+                break
+        self.must_have_dropped(dropped, 'atomics')
+
+    def test_read_a_to_b(self):
+        self.lossy_reads(self.a, self.b)
+
+    def test_read_b_to_a(self):
+        self.lossy_reads(self.b, self.a)
+
+    def test_atomics_a_to_b(self):
+        self.lossy_atomics(self.a, self.b)
+
+    def test_atomics_b_to_a(self):
+        self.lossy_atomics(self.b, self.a)
 
 
 class Srq(Wire):
