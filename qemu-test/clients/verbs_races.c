@@ -73,8 +73,18 @@
  *       the window's old one, on new QPs of either PD, must fail with
  *       REM_ACCESS_ERR and leave B's memory as it was. Control: the same
  *       binds within one PD succeed and a WRITE through each window lands,
- *       byte for byte, and nowhere else. A device that cannot allocate a
- *       window type fails.
+ *       byte for byte, and nowhere else; then the type 2 window is freed by
+ *       a local invalidate of its rkey on the QP that bound it (which must
+ *       succeed; a WRITE through the rkey then fails with REM_ACCESS_ERR) and
+ *       the type 1 window by an unbind (ibv_bind_mw of length 0; WRITEs
+ *       through its new and its bound rkey then fail). A device that cannot
+ *       allocate a window type fails. B's counters hw_counters/mw_bind,
+ *       mw_invalidate and mw_active (30 ms after each step, past ib_core's
+ *       cache) must move exactly as oxe defines them: mw_active up by one per
+ *       ibv_alloc_mw, down by one per ibv_dealloc_mw; mw_bind up by one per
+ *       bind or type 1 unbind that took effect, not for a refused one;
+ *       mw_invalidate up by one per window an invalidation freed. They must
+ *       exist on an oxe device; on another, they are checked only if there.
  *   rereg-ro  B registers 2 pages it made PROT_READ, for REMOTE_READ only
  *       (a read-only pin); ibv_rereg_mr(IBV_REREG_MR_CHANGE_ACCESS) to
  *       LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ must fail with EFAULT or
@@ -86,14 +96,44 @@
  *       by SIGSEGV at the write (its handler exits, so the kernel logs no
  *       segfault; skipped when fork-init keeps registered pages out of
  *       children).
+ *   async-events  the asynchronous events of B's context, read from its
+ *       async_fd (made non-blocking, polled; an event that must come is
+ *       waited for 10 s, and where none may come, none may in 0.5 s), each
+ *       one's type and element (the QP, or port 1) checked and the event
+ *       acked. What was pending before is read and printed first. (a) A
+ *       WRITE through B's MR's rkey ^ 0x80: A completes with
+ *       REM_ACCESS_ERR, B's context gets exactly one QP_ACCESS_ERR for B's
+ *       QP, A's context none. (b) An aligned FETCH_AND_ADD through an MR
+ *       registered with REMOTE_ATOMIC, to a QP allowing it, returns the old
+ *       value and adds (the control); then one 4 bytes off 8-byte alignment
+ *       (IBTA 9.4.5: an invalid request): A completes with REM_INV_REQ_ERR,
+ *       B's context gets exactly one QP_REQ_ERR for B's QP, A's none, and
+ *       B's memory is untouched. It is posted with ibv_wr_atomic_fetch_add
+ *       (librxe's ibv_post_send refuses a misaligned atomic); a requester
+ *       that fails it itself and sends nothing (an oxe one does: B's QP
+ *       stays in RTS) leaves B untested, and so does atomic_cap NONE (both
+ *       printed). (c) A SEND of 256 bytes to B's only receive, of 64: A
+ *       completes with REM_INV_REQ_ERR, B's receive with LOC_LEN_ERR, and
+ *       neither context gets an event (an error a receive completion
+ *       reports needs none). (d) B's netdev (the one sysfs gives for B's
+ *       GID) is set down with ip, here or in netns peer: B's context gets
+ *       PORT_ERR for port 1 and ibv_query_port says the port is not ACTIVE;
+ *       then up again, with the static IPv6 addresses going down dropped:
+ *       PORT_ACTIVE, and the port ACTIVE (GID_CHANGE events are allowed
+ *       meanwhile, and a port event repeated). The link is brought back up
+ *       on every way out (failures, exit, SIGTERM, SIGINT, SIGHUP); then A's
+ *       port must be ACTIVE too, and B's GID table hold again B's GID at its
+ *       index and every other GID it had (link-local ones aside).
  *
- * Every wait gives up after 30 s. Exit status 0 if every check held, 1 if
+ * Every wait gives up after 30 s (async-events: 10 s). Exit status 0 if every check held, 1 if
  * one did not, 2 if the setup failed; each failure is one line on stderr
  * starting with "FAIL:", and each mode ends with one line of counts.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -1408,16 +1448,87 @@ static struct {
 	unsigned char *mem, *shadow, *src;	/* B's 4 pages, their copy, A's page */
 	struct ibv_mr *mr[2], *msrc;		/* MR i of PD i+1: pages 2i, 2i+1 */
 	struct ibv_pd *pd[2];
-	unsigned long binds, writes;
+	unsigned long binds, writes, invalidates;
+	int counted;				/* B has the three window counters */
+	long long cnt[3];			/* their values at the last look */
+	unsigned long counter_checks;
 } mw;
+
+/* A device counter, /sys/class/infiniband/DEV/hw_counters/NAME: -1 if absent. */
+static long long hw_counter(const char *dev, const char *name)
+{
+	char path[256];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/hw_counters/%s", dev, name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static const char *const mw_counter_names[3] = { "mw_bind", "mw_invalidate", "mw_active" };
+
+/* B's window counters, into `c`: whether all three are there. */
+static int mw_read_counters(long long c[3])
+{
+	int i, all = 1;
+
+	usleep(30000);	/* ib_core caches hw counters for a jiffy: read past one */
+	for (i = 0; i < 3; i++) {
+		c[i] = hw_counter(B.name, mw_counter_names[i]);
+		all &= c[i] >= 0;
+	}
+	return all;
+}
+
+/*
+ * After `what`: B's mw_bind, mw_invalidate and mw_active must have moved by
+ * exactly `bind`, `inv` and `active` since the last look. oxe counts a bind
+ * (or a type 1 unbind) that took effect, a type 2 window freed by an
+ * invalidation, and the windows allocated and not deallocated
+ * (rust/counters.rs, rust/mw.rs, rust/limits.rs).
+ */
+static void mw_counted(const char *what, int bind, int inv, int active)
+{
+	long long cur[3], d[3] = { bind, inv, active };
+	int i;
+
+	if (!mw.counted)
+		return;
+	mw_read_counters(cur);
+	for (i = 0; i < 3; i++) {
+		CHECK(cur[i] == mw.cnt[i] + d[i], "mw-pd: %s: %s of %s went from %lld to %lld, "
+		      "not by %+lld", what, mw_counter_names[i], B.name, mw.cnt[i], cur[i], d[i]);
+		mw.cnt[i] = cur[i];
+	}
+	mw.counter_checks++;
+}
 
 static struct ibv_mw *mw_alloc(int pdi, enum ibv_mw_type type)
 {
 	struct ibv_mw *w = ibv_alloc_mw(mw.pd[pdi], type);
+	char what[64];
 
 	CHECK(w != NULL, "mw-pd: ibv_alloc_mw of type %d in PD%d on %s: %s", type, pdi + 1,
 	      B.name, strerror(errno));
+	snprintf(what, sizeof(what), "ibv_alloc_mw of type %d in PD%d", type, pdi + 1);
+	mw_counted(what, 0, 0, w != NULL);
 	return w;
+}
+
+static void mw_dealloc(struct ibv_mw *w, const char *what)
+{
+	char m[160];
+	int err = ibv_dealloc_mw(w);
+
+	CHECK(!err, "mw-pd: %s: ibv_dealloc_mw: %s", what, strerror(err));
+	snprintf(m, sizeof(m), "%s: ibv_dealloc_mw", what);
+	mw_counted(m, 0, 0, err ? 0 : -1);
 }
 
 /* The window's range: the second page of MR `mri`. */
@@ -1517,11 +1628,11 @@ static void mw_type2_cross(int mwpd, int qppd)
 	st = mw_bind2(&p, w, rkey, 0);
 	CHECK(st == IBV_WC_MW_BIND_ERR, "mw-pd: %s: the bind: %s, not MW_BIND_ERR", what,
 	      bind_str(st, b, sizeof(b)));
+	mw_counted(what, st == IBV_WC_SUCCESS, 0, 0);
 	pair_close(&p, "mw-pd");
 	mw_no_access(what, mw_addr(0), rkey);
 	mw_no_access(what, mw_addr(0), old);
-	st = ibv_dealloc_mw(w);
-	CHECK(!st, "mw-pd: %s: ibv_dealloc_mw: %s", what, strerror(st));
+	mw_dealloc(w, what);
 }
 
 /* Type 1: window of PD `mwpd` to MR `mri` through a QP of PD `qppd`; must be refused. */
@@ -1550,6 +1661,7 @@ static void mw_type1_cross(int mwpd, int mri, int qppd)
 		      "not EPERM or EINVAL", what, strerror(err));
 		printf("verbs_races: mw-pd: %s: refused by ibv_bind_mw (%s)\n", what,
 		       strerror(err));
+		st = -2 - err;
 	} else {
 		st = poll_wc(p.bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
 		CHECK(st == IBV_WC_MW_BIND_ERR, "mw-pd: %s: the bind completed with %s, not "
@@ -1557,14 +1669,80 @@ static void mw_type1_cross(int mwpd, int mri, int qppd)
 		printf("verbs_races: mw-pd: %s: the device answered %s\n", what, status_str(st));
 		named = w->rkey != old ? w->rkey : named;
 	}
+	mw_counted(what, st == IBV_WC_SUCCESS, 0, 0);
 	pair_close(&p, "mw-pd");
 	mw_no_access(what, mw_addr(mri), named);
 	mw_no_access(what, mw_addr(mri), old);
-	err = ibv_dealloc_mw(w);
-	CHECK(!err, "mw-pd: %s: ibv_dealloc_mw: %s", what, strerror(err));
+	mw_dealloc(w, what);
 }
 
-/* The control: window, QP and MR of PD1; a WRITE through the window lands, and only there. */
+/*
+ * The control's type 2 window, bound through `p`'s B QP with `rkey` and
+ * written through: a local invalidate of `rkey` on that QP succeeds, counts
+ * in mw_invalidate, and a WRITE through `rkey` then fails, B's memory as it was.
+ */
+static void mw_invalidate2(struct pair *p, uint32_t rkey, const char *what)
+{
+	struct ibv_send_wr wr = { .wr_id = 0x1a5, .opcode = IBV_WR_LOCAL_INV,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	char m[128], b[96];
+	struct ibv_wc wc;
+	int err, st;
+
+	memset(&wc, 0, sizeof(wc));
+	wr.invalidate_rkey = rkey;
+	err = ibv_post_send(p->bqp, &wr, &bad);
+	st = err ? -2 - verb_err(err) : poll_wc(p->bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
+	CHECK(st == IBV_WC_SUCCESS, "mw-pd: %s: a local invalidate of the window's rkey %#x on "
+	      "the QP that bound it: %s", what, rkey, bind_str(st, b, sizeof(b)));
+	CHECK(st != IBV_WC_SUCCESS || wc.opcode == IBV_WC_LOCAL_INV, "mw-pd: %s: the local "
+	      "invalidate completed with opcode %d, not LOCAL_INV", what, wc.opcode);
+	snprintf(m, sizeof(m), "%s: a local invalidate of the window", what);
+	mw_counted(m, 0, st == IBV_WC_SUCCESS, 0);
+	mw.invalidates++;
+	if (st != IBV_WC_SUCCESS)
+		return;
+	st = mw_write(p, 0, mw_addr(0), rkey);
+	CHECK(st == IBV_WC_REM_ACCESS_ERR, "mw-pd: %s: a WRITE through rkey %#x after its "
+	      "window was invalidated completed with %s, not REM_ACCESS_ERR", what, rkey,
+	      status_str(st));
+	if (!same(mw.mem, mw.shadow, 4 * page, "mw-pd",
+		  "B's memory after a WRITE through an invalidated window"))
+		memcpy(mw.shadow, mw.mem, 4 * page);
+}
+
+/*
+ * The control's type 1 window `w`, bound and written through: a bind of
+ * length 0 through `p`'s B QP unbinds it, counts in mw_bind, and WRITEs
+ * through its new rkey and `bound` (the one it was bound with) then fail.
+ */
+static void mw_unbind1(struct pair *p, struct ibv_mw *w, uint32_t bound, const char *what)
+{
+	struct ibv_mw_bind mb = { .wr_id = 0xb1e, .send_flags = IBV_SEND_SIGNALED };
+	char m[128], b[96];
+	struct ibv_wc wc;
+	int err, st;
+
+	/* bind_info all zero: no MR, address 0, length 0 */
+	mw.binds++;
+	err = ibv_bind_mw(p->bqp, w, &mb);
+	st = err ? -2 - err : poll_wc(p->bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
+	CHECK(st == IBV_WC_SUCCESS, "mw-pd: %s: an unbind (ibv_bind_mw of length 0): %s", what,
+	      bind_str(st, b, sizeof(b)));
+	snprintf(m, sizeof(m), "%s: an unbind", what);
+	mw_counted(m, st == IBV_WC_SUCCESS, 0, 0);
+	if (st != IBV_WC_SUCCESS)
+		return;
+	snprintf(m, sizeof(m), "%s, after an unbind", what);
+	mw_no_access(m, mw_addr(0), w->rkey);
+	mw_no_access(m, mw_addr(0), bound);
+}
+
+/*
+ * The control: window, QP and MR of PD1; a WRITE through the window lands,
+ * and only there. Then the window is freed: a type 2 one by a local
+ * invalidate, a type 1 one by an unbind.
+ */
 static void mw_control(enum ibv_mw_type type)
 {
 	struct ibv_mw *w = mw_alloc(0, type);
@@ -1591,6 +1769,7 @@ static void mw_control(enum ibv_mw_type type)
 		rkey = w->rkey;
 	}
 	CHECK(st == IBV_WC_SUCCESS, "mw-pd: %s: the bind: %s", what, bind_str(st, b, sizeof(b)));
+	mw_counted(what, st == IBV_WC_SUCCESS, 0, 0);
 	if (st == IBV_WC_SUCCESS) {
 		st = mw_write(&p, 0, mw_addr(0), rkey);
 		CHECK(st == IBV_WC_SUCCESS, "mw-pd: %s: a WRITE through the window: %s", what,
@@ -1600,15 +1779,20 @@ static void mw_control(enum ibv_mw_type type)
 		if (!same(mw.mem, mw.shadow, 4 * page, "mw-pd",
 			  "B's memory after a WRITE through a window (control)"))
 			memcpy(mw.shadow, mw.mem, 4 * page);
+		if (st == IBV_WC_SUCCESS && type == IBV_MW_TYPE_2)
+			mw_invalidate2(&p, rkey, what);
+		else if (st == IBV_WC_SUCCESS)
+			mw_unbind1(&p, w, rkey, what);
 	}
 	pair_close(&p, "mw-pd");
-	err = ibv_dealloc_mw(w);
-	CHECK(!err, "mw-pd: %s: ibv_dealloc_mw: %s", what, strerror(err));
+	mw_dealloc(w, what);
 }
 
 static void mode_mw_pd(void)
 {
 	int fails0 = failures, i, err;
+	long long start_cnt[3];
+	char counted[160];
 
 	memset(&mw, 0, sizeof(mw));
 	mw.mem = map_anon(4 * page);
@@ -1628,6 +1812,17 @@ static void mode_mw_pd(void)
 	       B.attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW ? " MEM_WINDOW" : "",
 	       B.attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A ? " TYPE_2A" : "",
 	       B.attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B ? " TYPE_2B" : "");
+	/* The window counters: oxe's must be there; another device's are checked if there. */
+	mw.counted = mw_read_counters(mw.cnt);
+	for (i = 0; i < 3 && !mw.counted; i++)
+		CHECK(mw.cnt[i] >= 0 || strncmp(B.name, "oxe", 3), "mw-pd: %s has no "
+		      "hw_counters/%s", B.name, mw_counter_names[i]);
+	if (!mw.counted && strncmp(B.name, "oxe", 3))
+		printf("verbs_races: NOTE: mw-pd: %s lacks the counters mw_bind, mw_invalidate "
+		       "and mw_active: not checked\n", B.name);
+	fflush(stdout);
+	for (i = 0; i < 3; i++)
+		start_cnt[i] = mw.cnt[i];
 
 	mw_type2_cross(1, 0);
 	mw_type2_cross(0, 1);
@@ -1635,9 +1830,20 @@ static void mode_mw_pd(void)
 	mw_type1_cross(1, 1, 0);
 	mw_control(IBV_MW_TYPE_2);
 	mw_control(IBV_MW_TYPE_1);
+	CHECK(!mw.counted || mw.cnt[2] == start_cnt[2], "mw-pd: mw_active of %s is %lld after "
+	      "every window was deallocated, %lld before the first", B.name, mw.cnt[2],
+	      start_cnt[2]);
 
-	printf("verbs_races %s -> %s, mw-pd: %lu binds, %lu WRITEs through windows, "
-	       "%d failure(s)\n", A.name, B.name, mw.binds, mw.writes, failures - fails0);
+	if (mw.counted)
+		snprintf(counted, sizeof(counted), "counters checked %lu times (mw_bind %+lld, "
+			 "mw_invalidate %+lld, mw_active %+lld)", mw.counter_checks,
+			 mw.cnt[0] - start_cnt[0], mw.cnt[1] - start_cnt[1],
+			 mw.cnt[2] - start_cnt[2]);
+	else
+		snprintf(counted, sizeof(counted), "counters NOT checked");
+	printf("verbs_races %s -> %s, mw-pd: %lu binds, %lu invalidation(s), %lu WRITEs through "
+	       "windows, %s, %d failure(s)\n", A.name, B.name, mw.binds, mw.invalidates,
+	       mw.writes, counted, failures - fails0);
 	for (i = 0; i < 2; i++) {
 		err = ibv_dereg_mr(mw.mr[i]);
 		CHECK(!err, "mw-pd: ibv_dereg_mr of the MR of PD%d: %s", i + 1, strerror(err));
@@ -1861,17 +2067,809 @@ out:
 	free(shadow);
 }
 
+/* ====================== async-events ====================== */
+
+#define EV_WAIT 10		/* s: for an event that must come, a port state */
+#define EV_QUIET 0.5		/* s: of nothing, where nothing may come */
+
+static struct {
+	unsigned char *bmem, *shadow, *src;	/* B's 2 pages (target, receive), A's page */
+	struct ibv_mr *bmr, *amr;
+	unsigned long events;			/* events read and acked, drains aside */
+	char rkey[96], atomic[160], port[256];	/* what the cases found */
+} evs;
+
+/* B's netdev while this mode has it down: put back up on every way out. */
+static struct {
+	char name[64];
+	int peer;			/* it lives in netns peer */
+	volatile sig_atomic_t down;	/* set down, not yet back up */
+	char addr6[8][64];		/* its static IPv6 addresses, which going down drops */
+	int naddr6;
+	struct sigaction old[3];
+} lnk;
+
+static const int lnk_signals[3] = { SIGTERM, SIGINT, SIGHUP };
+
+/* Whether the element of an event of type `t` is a QP. */
+static int ev_is_qp(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* An event in words: its type and its element. */
+static const char *ev_str(const struct ibv_async_event *e, char *buf, size_t n)
+{
+	const char *t = ibv_event_type_str(e->event_type);
+
+	if (ev_is_qp(e->event_type))
+		snprintf(buf, n, "%s on QP %#x", t, e->element.qp->qp_num);
+	else if (e->event_type == IBV_EVENT_CQ_ERR)
+		snprintf(buf, n, "%s on a CQ", t);
+	else if (e->event_type == IBV_EVENT_SRQ_ERR ||
+		 e->event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
+		snprintf(buf, n, "%s on an SRQ", t);
+	else if (e->event_type == IBV_EVENT_WQ_FATAL)
+		snprintf(buf, n, "%s on a WQ", t);
+	else
+		snprintf(buf, n, "%s on port %d", t, e->element.port_num);
+	return buf;
+}
+
+/*
+ * The next asynchronous event of `s` within `secs` (its async_fd is
+ * non-blocking, and polled): 1, the event in `e`, to be acked; 0 if none came.
+ */
+static int ev_next(struct side *s, struct ibv_async_event *e, double secs)
+{
+	struct pollfd pfd = { .fd = s->ctx->async_fd, .events = POLLIN };
+	double end = now() + secs, left;
+
+	for (;;) {
+		errno = 0;
+		if (!ibv_get_async_event(s->ctx, e))
+			return 1;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			die("ibv_get_async_event");
+		left = end - now();
+		if (left <= 0)
+			return 0;
+		if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+			die("poll of an async_fd");
+	}
+}
+
+/* Appends `what` to the list `list` (of `n` bytes), "; " between items. */
+static void append(char *list, size_t n, const char *what)
+{
+	size_t used = strlen(list);
+
+	if (used + 3 < n)
+		snprintf(list + used, n - used, "%s%s", used ? "; " : "", what);
+}
+
+/* Nothing may arrive on the context of `s` for `secs`; whatever does is acked. */
+static int ev_none(struct side *s, double secs, const char *what)
+{
+	struct ibv_async_event e;
+	char list[512] = "", b[96];
+	double end = now() + secs;
+	int n = 0;
+
+	while (ev_next(s, &e, end - now())) {
+		append(list, sizeof(list), ev_str(&e, b, sizeof(b)));
+		ibv_ack_async_event(&e);
+		evs.events++;
+		n++;
+	}
+	CHECK(!n, "async-events: %s: %s's context got %d event(s), none expected: %s", what,
+	      s->name, n, list);
+	return n;
+}
+
+/*
+ * Exactly one event on the context of `s` within EV_WAIT s: `type` on `qp`,
+ * and nothing more for EV_QUIET s. Whether it came.
+ */
+static int ev_expect_qp(struct side *s, enum ibv_event_type type, struct ibv_qp *qp,
+			const char *what)
+{
+	struct ibv_async_event e;
+	char b[96];
+	int got = ev_next(s, &e, EV_WAIT), ok;
+
+	CHECK(got, "async-events: %s: no async event on %s's context in %d s, expected %s on "
+	      "QP %#x", what, s->name, EV_WAIT, ibv_event_type_str(type), qp->qp_num);
+	if (!got)
+		return 0;
+	evs.events++;
+	ok = e.event_type == type && e.element.qp == qp;
+	CHECK(ok, "async-events: %s: %s's context got %s, expected %s on QP %#x", what,
+	      s->name, ev_str(&e, b, sizeof(b)), ibv_event_type_str(type), qp->qp_num);
+	ibv_ack_async_event(&e);
+	ev_none(s, EV_QUIET, what);
+	return ok;
+}
+
+/* Reads and acks what was pending on the context of `s`; printed if `say`. */
+static int ev_drain(struct side *s, int say)
+{
+	struct ibv_async_event e;
+	char b[96];
+	int n = 0;
+
+	while (ev_next(s, &e, 0)) {
+		if (say)
+			printf("verbs_races: NOTE: async-events: %s's context had %s pending\n",
+			       s->name, ev_str(&e, b, sizeof(b)));
+		ibv_ack_async_event(&e);
+		n++;
+	}
+	return n;
+}
+
+/* The state of `qp` (-1 if ibv_query_qp fails) once it is `want`, or after `secs`. */
+static int qp_state_within(struct ibv_qp *qp, enum ibv_qp_state want, double secs)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+	double end = now() + secs;
+	int st;
+
+	for (;;) {
+		memset(&a, 0, sizeof(a));
+		st = ibv_query_qp(qp, &a, IBV_QP_STATE, &init) ? -1 : (int)a.qp_state;
+		if (st == (int)want || now() > end)
+			return st;
+		usleep(10000);
+	}
+}
+
+/* ---- a: an RDMA WRITE through a wrong rkey ---- */
+
+static void ev_wrong_rkey(void)
+{
+	const char *what = "a WRITE through a wrong rkey";
+	uint32_t bad = evs.bmr->rkey ^ 0x80;
+	struct pair p;
+	int st;
+
+	fill(evs.src, 256, rnd(&seed));
+	pair_open(&p, B.pd, &default_opts);
+	st = rdma_once(&p, IBV_WR_RDMA_WRITE, evs.src, 256, evs.amr->lkey, (uintptr_t)evs.bmem,
+		       bad);
+	CHECK(st == IBV_WC_REM_ACCESS_ERR, "async-events: %s (%#x, the MR's is %#x): A's "
+	      "completion: %s, not REM_ACCESS_ERR", what, bad, evs.bmr->rkey, status_str(st));
+	snprintf(evs.rkey, sizeof(evs.rkey), "%s",
+		 ev_expect_qp(&B, IBV_EVENT_QP_ACCESS_ERR, p.bqp, what) ? "QP_ACCESS_ERR" :
+		 "NOT QP_ACCESS_ERR");
+	ev_none(&A, EV_QUIET, what);
+	if (!same(evs.bmem, evs.shadow, page, "async-events",
+		  "B's memory after a WRITE through a wrong rkey"))
+		memcpy(evs.shadow, evs.bmem, page);
+	pair_close(&p, "async-events");
+}
+
+/* ---- b: a misaligned atomic ---- */
+
+/*
+ * A's QP for the atomics, on `cq`, built for ibv_wr_atomic_fetch_add (whose
+ * builders do not refuse a misaligned address, where ibv_post_send may):
+ * NULL if the device makes none.
+ */
+static struct ibv_qp *ev_atomic_qp(struct ibv_cq *cq, const struct qp_opts *o)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = o->send_wr, .max_recv_wr = o->recv_wr,
+			 .max_send_sge = o->send_sge, .max_recv_sge = o->recv_sge },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = A.pd,
+		.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+	};
+
+	return ibv_create_qp_ex(A.ctx, &a);
+}
+
+/*
+ * A FETCH_AND_ADD of `add` from A at `raddr` through `rkey`, the original
+ * value landing in evs.src: its status, -1 if none came, -2 - errno if the
+ * post was refused.
+ */
+static int ev_fetch_add(struct pair *p, uint64_t raddr, uint32_t rkey, uint64_t add)
+{
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(p->aqp);
+	struct ibv_wc wc;
+	int err;
+
+	if (qx) {
+		ibv_wr_start(qx);
+		qx->wr_id = 0xfa;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_atomic_fetch_add(qx, rkey, raddr, add);
+		ibv_wr_set_sge(qx, evs.amr->lkey, (uintptr_t)evs.src, 8);
+		err = ibv_wr_complete(qx);
+	} else {
+		struct ibv_sge sg = { (uintptr_t)evs.src, 8, evs.amr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 0xfa, .sg_list = &sg, .num_sge = 1,
+					  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = add;
+		err = ibv_post_send(p->aqp, &wr, &bad);
+	}
+	if (err)
+		return -2 - verb_err(err);
+	if (!poll_wc(p->acq, &wc, 1, WAIT_SECS))
+		return -1;
+	return wc.status;
+}
+
+static void ev_misaligned_atomic(void)
+{
+	const char *what = "a FETCH_AND_ADD at an address not 8-byte aligned";
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT,
+				  .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+						     IBV_ACCESS_REMOTE_WRITE |
+						     IBV_ACCESS_REMOTE_READ |
+						     IBV_ACCESS_REMOTE_ATOMIC };
+	struct qp_opts o = default_opts;
+	unsigned char *at = evs.bmem + 64;
+	uint64_t want, orig, now_at;
+	char b[96];
+	struct pair p;
+	int st;
+
+	if (B.attr.atomic_cap == IBV_ATOMIC_NONE || A.attr.atomic_cap == IBV_ATOMIC_NONE) {
+		printf("verbs_races: NOTE: async-events: %s reports atomic_cap NONE: no "
+		       "misaligned atomic sent\n",
+		       B.attr.atomic_cap == IBV_ATOMIC_NONE ? B.name : A.name);
+		snprintf(evs.atomic, sizeof(evs.atomic), "not tested (atomic_cap NONE)");
+		return;
+	}
+	memset(&p, 0, sizeof(p));
+	p.acq = ibv_create_cq(A.ctx, o.cqe, NULL, NULL, 0);
+	p.bcq = ibv_create_cq(B.ctx, o.cqe, NULL, NULL, 0);
+	if (!p.acq || !p.bcq)
+		die("ibv_create_cq");
+	p.aqp = ev_atomic_qp(p.acq, &o);
+	if (!p.aqp) {
+		printf("verbs_races: NOTE: async-events: %s makes no QP with "
+		       "ibv_wr_atomic_fetch_add (%s): ibv_post_send instead\n", A.name,
+		       strerror(errno));
+		p.aqp = create_qp(A.pd, p.acq, &o);
+	}
+	p.bqp = create_qp(B.pd, p.bcq, &o);
+	to_init(p.aqp);
+	to_init(p.bqp);
+	if (ibv_modify_qp(p.bqp, &qa, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS))
+		die("modify INIT -> INIT, REMOTE_ATOMIC on");
+	pair_connect(&p, &o);
+
+	/* The control: an aligned one succeeds, so atomics pass on these QPs and this MR. */
+	memcpy(&want, at, 8);
+	memset(evs.src, 0, 8);
+	st = ev_fetch_add(&p, (uintptr_t)at, evs.bmr->rkey, 5);
+	CHECK(st == IBV_WC_SUCCESS, "async-events: an aligned FETCH_AND_ADD (the control): %s",
+	      bind_str(st, b, sizeof(b)));
+	if (st != IBV_WC_SUCCESS) {
+		snprintf(evs.atomic, sizeof(evs.atomic), "not tested (the aligned control "
+			 "failed)");
+		goto out;
+	}
+	memcpy(&orig, evs.src, 8);
+	memcpy(&now_at, at, 8);
+	CHECK(orig == want && now_at == want + 5, "async-events: an aligned FETCH_AND_ADD of 5 "
+	      "to %#llx returned %#llx and left %#llx", (unsigned long long)want,
+	      (unsigned long long)orig, (unsigned long long)now_at);
+	memcpy(evs.shadow, evs.bmem, page);
+
+	st = ev_fetch_add(&p, (uintptr_t)at + 4, evs.bmr->rkey, 5);
+	if (st <= -2) {
+		printf("verbs_races: NOTE: async-events: %s refuses to post %s (%s): not sent to "
+		       "%s\n", A.name, what, strerror(-2 - st), B.name);
+		snprintf(evs.atomic, sizeof(evs.atomic), "NOT TESTED (%s refuses to post it)",
+			 A.name);
+		goto out;
+	}
+	CHECK(st == IBV_WC_REM_INV_REQ_ERR, "async-events: %s: A's completion: %s, not "
+	      "REM_INV_REQ_ERR", what, status_str(st));
+	/*
+	 * Whether it reached B: a responder that refuses a request moves its QP
+	 * to ERR. An oxe requester fails a misaligned atomic itself and sends
+	 * nothing (rust/req.rs), and B's QP stays in RTS.
+	 */
+	if (qp_state_within(p.bqp, IBV_QPS_ERR, 2) != IBV_QPS_ERR) {
+		printf("verbs_races: NOTE: async-events: %s failed %s itself (%s) and sent "
+		       "nothing: %s's QP is still in RTS, no event of %s's tested\n", A.name,
+		       what, status_str(st), B.name, B.name);
+		snprintf(evs.atomic, sizeof(evs.atomic), "NOT TESTED (%s fails it itself, "
+			 "unsent)", A.name);
+		ev_none(&B, EV_QUIET, what);
+	} else if (ev_expect_qp(&B, IBV_EVENT_QP_REQ_ERR, p.bqp, what)) {
+		snprintf(evs.atomic, sizeof(evs.atomic), "QP_REQ_ERR on %s's QP", B.name);
+	} else {
+		snprintf(evs.atomic, sizeof(evs.atomic), "NOT QP_REQ_ERR on %s's QP", B.name);
+	}
+	ev_none(&A, EV_QUIET, what);
+	if (!same(evs.bmem, evs.shadow, page, "async-events",
+		  "B's memory after a misaligned FETCH_AND_ADD"))
+		memcpy(evs.shadow, evs.bmem, page);
+out:
+	pair_close(&p, "async-events");
+}
+
+/* ---- c: a receive that fails on B's side ---- */
+
+static void ev_short_receive(void)
+{
+	const char *what = "a SEND of 256 bytes to a receive of 64";
+	unsigned char *rbuf = evs.bmem + page;
+	struct ibv_sge rsg = { (uintptr_t)rbuf, 64, evs.bmr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 0x5ec, .sg_list = &rsg, .num_sge = 1 }, *rbad;
+	struct ibv_sge sg = { (uintptr_t)evs.src, 256, evs.amr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 0x5e, .sg_list = &sg, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	struct pair p;
+	int st;
+
+	memset(rbuf, 0xc5, page);
+	fill(evs.src, 256, rnd(&seed));
+	pair_create(&p, B.pd, &default_opts);
+	if (ibv_post_recv(p.bqp, &rwr, &rbad))
+		die("ibv_post_recv");
+	pair_connect(&p, &default_opts);
+	if (ibv_post_send(p.aqp, &wr, &bad))
+		die("ibv_post_send of a SEND");
+	st = poll_wc(p.acq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
+	CHECK(st == IBV_WC_REM_INV_REQ_ERR, "async-events: %s: A's completion: %s, not "
+	      "REM_INV_REQ_ERR", what, status_str(st));
+	st = poll_wc(p.bcq, &wc, 1, WAIT_SECS) ? (int)wc.status : -1;
+	CHECK(st == IBV_WC_LOC_LEN_ERR && wc.wr_id == 0x5ec, "async-events: %s: B's receive "
+	      "completed with %s (wr_id %#llx), not LOC_LEN_ERR", what, status_str(st),
+	      st < 0 ? 0ull : (unsigned long long)wc.wr_id);
+	all_are(rbuf + 64, page - 64, 0xc5, "async-events",
+		"B's receive page past its 64-byte buffer");
+	/* (rust/resp.rs: an error a receive completion reports needs no event) */
+	ev_none(&B, EV_QUIET, what);
+	ev_none(&A, EV_QUIET, what);
+	pair_close(&p, "async-events");
+}
+
+/* ---- d: port events, B's netdev set down and up ---- */
+
+/*
+ * Runs ip with `args` (up to 12, NULL-terminated), after "-n peer" if
+ * `peer`: its exit status, or -1 if it did not run. Its standard output goes
+ * to `out` (`outlen` bytes, NUL-terminated) if `out` is not NULL, its
+ * standard error nowhere if `quiet`. No shell, no stdio: it also runs from a
+ * signal handler.
+ */
+static int run_ip(int peer, int quiet, char *out, size_t outlen, const char *const *args)
+{
+	const char *argv[16];
+	int n = 0, fd[2] = { -1, -1 }, status, null;
+	size_t got = 0;
+	ssize_t r;
+	pid_t pid;
+
+	argv[n++] = "ip";
+	if (peer) {
+		argv[n++] = "-n";
+		argv[n++] = "peer";
+	}
+	while (*args && n < 15)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	if (out && (outlen < 1 || pipe(fd)))
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		if (out) {
+			close(fd[0]);
+			close(fd[1]);
+		}
+		return -1;
+	}
+	if (pid == 0) {
+		if (out) {
+			dup2(fd[1], 1);
+			close(fd[0]);
+			close(fd[1]);
+		}
+		null = quiet ? open("/dev/null", O_WRONLY) : -1;
+		if (null >= 0)
+			dup2(null, 2);
+		execvp("ip", (char *const *)argv);
+		_exit(127);
+	}
+	if (out) {
+		close(fd[1]);
+		while (got + 1 < outlen) {
+			r = read(fd[0], out + got, outlen - 1 - got);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			got += r;
+		}
+		out[got] = 0;
+		close(fd[0]);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * B's netdev back up, with the static IPv6 addresses its going down dropped
+ * (keep_addr_on_down is off), if this mode set it down: the number of ip
+ * commands that failed, or -1 if it was not down.
+ */
+static int link_restore(void)
+{
+	int i, bad;
+
+	if (!lnk.down)
+		return -1;
+	lnk.down = 0;
+	bad = run_ip(lnk.peer, 0, NULL, 0,
+		     (const char *const[]){ "link", "set", lnk.name, "up", NULL }) != 0;
+	for (i = 0; i < lnk.naddr6; i++)
+		bad += run_ip(lnk.peer, 0, NULL, 0,
+			      (const char *const[]){ "addr", "replace", lnk.addr6[i], "dev",
+						     lnk.name, "nodad", NULL }) != 0;
+	return bad;
+}
+
+static void link_restore_at_exit(void)
+{
+	link_restore();
+}
+
+static void link_restore_on_signal(int sig)
+{
+	link_restore();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* The netdev of B's GID at `index` (sysfs), in `name`: whether there is one. */
+static int gid_ndev(int index, char *name, size_t n)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gid_attrs/ndevs/%d",
+		 B.name, index);
+	name[0] = 0;
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(name, n, f))
+		name[0] = 0;
+	fclose(f);
+	name[strcspn(name, "\n")] = 0;
+	return name[0] != 0;
+}
+
+/* Port 1's state on `s` (-1 if ibv_query_port fails) once it is (not) ACTIVE, or after `secs`. */
+static int port_state_within(struct side *s, int active, double secs)
+{
+	struct ibv_port_attr pa;
+	double end = now() + secs;
+	int st;
+
+	for (;;) {
+		memset(&pa, 0, sizeof(pa));
+		st = ibv_query_port(s->ctx, 1, &pa) ? -1 : (int)pa.state;
+		if ((st == IBV_PORT_ACTIVE) == active || now() > end)
+			return st;
+		usleep(20000);
+	}
+}
+
+static const char *port_str(int st)
+{
+	return st < 0 ? "unknown (ibv_query_port failed)" :
+		ibv_port_state_str((enum ibv_port_state)st);
+}
+
+/*
+ * Reads B's events until `want` arrives on port 1 (`must`: within EV_WAIT s,
+ * a failure if not), or (not `must`) those pending. Also allowed, on port 1:
+ * GID_CHANGE (the addresses the link drops and gets back), counted in
+ * `*gid_changes`, and `also` (a port event repeated: a driver may report
+ * each netdev event). Anything else is a failure.
+ */
+static int ev_port(enum ibv_event_type want, enum ibv_event_type also, int must,
+		   int *gid_changes, const char *what)
+{
+	struct ibv_async_event e;
+	char list[512] = "", b[96];
+	double end = now() + (must ? EV_WAIT : 0);
+	int got = 0, nbad = 0;
+
+	while ((!got || !must) && ev_next(&B, &e, end - now())) {
+		int port1 = !ev_is_qp(e.event_type) && e.element.port_num == 1;
+
+		evs.events++;
+		if (port1 && e.event_type == want) {
+			got = 1;
+		} else if (port1 && e.event_type == IBV_EVENT_GID_CHANGE) {
+			++*gid_changes;
+		} else if (!(port1 && e.event_type == also)) {
+			append(list, sizeof(list), ev_str(&e, b, sizeof(b)));
+			nbad++;
+		}
+		ibv_ack_async_event(&e);
+	}
+	CHECK(got || !must, "async-events: %s: no %s on port 1 of %s's context in %d s", what,
+	      ibv_event_type_str(want), B.name, EV_WAIT);
+	CHECK(!nbad, "async-events: %s: %s's context got %d unexpected event(s): %s", what,
+	      B.name, nbad, list);
+	return got;
+}
+
+static int gid_eq(const union ibv_gid *x, const union ibv_gid *y)
+{
+	return !memcmp(x->raw, y->raw, sizeof(x->raw));
+}
+
+static const char *gid_str(const union ibv_gid *g, char *buf, size_t n)
+{
+	if (!inet_ntop(AF_INET6, g->raw, buf, n))
+		snprintf(buf, n, "?");
+	return buf;
+}
+
+/* The valid entries of B's GID table on port 1, into `t` (`max` of them): how many. */
+static int gid_table(struct ibv_gid_entry *t, int max)
+{
+	ssize_t n = ibv_query_gid_table(B.ctx, t, max, 0);
+	int i, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (t[i].port_num == 1)
+			t[k++] = t[i];
+	return k;
+}
+
+/*
+ * Waits EV_WAIT s at most for B's GID table to hold again its GID at B's
+ * index and every GID (and type) of `had` (`n` entries, at any index; the
+ * link-local ones aside): whether it does. What is missing goes to `missing`. `cur` has room for
+ * `max` entries.
+ */
+static int gids_back(const struct ibv_gid_entry *had, int n, struct ibv_gid_entry *cur,
+		     int max, char *missing, size_t mlen)
+{
+	double end = now() + EV_WAIT;
+	char b[INET6_ADDRSTRLEN], m[INET6_ADDRSTRLEN + 48];
+	int i, j, k, ok;
+
+	for (;;) {
+		k = gid_table(cur, max);
+		missing[0] = 0;
+		for (j = 0; j < k && !(cur[j].gid_index == (uint32_t)B.gid_index &&
+				       gid_eq(&cur[j].gid, &B.gid)); j++)
+			;
+		ok = j < k;
+		if (!ok) {
+			snprintf(m, sizeof(m), "%s at index %d", gid_str(&B.gid, b, sizeof(b)),
+				 B.gid_index);
+			append(missing, mlen, m);
+		}
+		for (i = 0; i < n; i++) {
+			/* (link-local ones are the kernel's to make again, not this test's) */
+			if (had[i].gid.raw[0] == 0xfe && (had[i].gid.raw[1] & 0xc0) == 0x80)
+				continue;
+			for (j = 0; j < k && !(gid_eq(&cur[j].gid, &had[i].gid) &&
+					       cur[j].gid_type == had[i].gid_type); j++)
+				;
+			if (j == k) {
+				ok = 0;
+				snprintf(m, sizeof(m), "%s (type %u, was at index %u)",
+					 gid_str(&had[i].gid, b, sizeof(b)), had[i].gid_type,
+					 had[i].gid_index);
+				append(missing, mlen, m);
+			}
+		}
+		if (ok || now() > end)
+			return ok;
+		usleep(100000);
+	}
+}
+
+static void ev_port_events(void)
+{
+	const char *what_down = "B's netdev set down", *what_up = "B's netdev set up";
+	static int at_exit_set;
+	struct ibv_gid_entry *had, *cur;
+	struct ibv_port_attr pa;
+	struct sigaction sa;
+	char out[4096], missing[512], *line, *save, *p;
+	int i, n, len = 0, err, st, down_st = -1, gid_changes = 0, ok, left;
+
+	snprintf(evs.port, sizeof(evs.port), "NOT TESTED");
+	memset(&pa, 0, sizeof(pa));
+	if (!ibv_query_port(B.ctx, 1, &pa))
+		len = pa.gid_tbl_len;
+	ok = gid_ndev(B.gid_index, lnk.name, sizeof(lnk.name));
+	for (i = 0; i < len && !ok; i++)
+		ok = gid_ndev(i, lnk.name, sizeof(lnk.name));
+	CHECK(ok, "async-events: port: no netdev in /sys/class/infiniband/%s/ports/1/gid_attrs/"
+	      "ndevs", B.name);
+	if (!ok)
+		return;
+	/* Here, or in netns peer (veth1). */
+	lnk.peer = 0;
+	if (run_ip(0, 1, NULL, 0, (const char *const[]){ "link", "show", "dev", lnk.name, NULL })) {
+		lnk.peer = 1;
+		err = run_ip(1, 1, NULL, 0,
+			     (const char *const[]){ "link", "show", "dev", lnk.name, NULL });
+		CHECK(!err, "async-events: port: %s's netdev %s is neither in this netns nor in "
+		      "netns peer (ip: %d)", B.name, lnk.name, err);
+		if (err)
+			return;
+	}
+	st = port_state_within(&B, 1, 0);
+	CHECK(st == IBV_PORT_ACTIVE, "async-events: port: %s's port is %s before its netdev "
+	      "goes down", B.name, port_str(st));
+	if (st != IBV_PORT_ACTIVE)
+		return;
+	len = len > 0 ? len : 1024;
+	had = calloc(len, sizeof(*had));
+	cur = calloc(len, sizeof(*cur));
+	if (!had || !cur)
+		die("calloc");
+	n = gid_table(had, len);
+	lnk.naddr6 = 0;
+	if (!run_ip(lnk.peer, 1, out, sizeof(out),
+		    (const char *const[]){ "-6", "-o", "addr", "show", "dev", lnk.name, "scope",
+					   "global", NULL })) {
+		for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			p = strstr(line, " inet6 ");
+			if (p && strstr(line, "valid_lft forever") && lnk.naddr6 < 8 &&
+			    sscanf(p + 7, "%63s", lnk.addr6[lnk.naddr6]) == 1)
+				lnk.naddr6++;
+		}
+	}
+
+	/* From here until link_restore(), nothing returns or dies without putting it back. */
+	if (!at_exit_set++)
+		atexit(link_restore_at_exit);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = link_restore_on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < 3; i++)
+		sigaction(lnk_signals[i], &sa, &lnk.old[i]);
+	lnk.down = 1;
+	fflush(stdout);
+	err = run_ip(lnk.peer, 0, NULL, 0,
+		     (const char *const[]){ "link", "set", lnk.name, "down", NULL });
+	CHECK(!err, "async-events: port: ip%s link set %s down: exit status %d",
+	      lnk.peer ? " -n peer" : "", lnk.name, err);
+	if (!err) {
+		ev_port(IBV_EVENT_PORT_ERR, IBV_EVENT_PORT_ERR, 1, &gid_changes, what_down);
+		down_st = port_state_within(&B, 0, EV_WAIT);
+		CHECK(down_st >= 0 && down_st != IBV_PORT_ACTIVE, "async-events: port: "
+		      "ibv_query_port says %s with %s down", port_str(down_st), lnk.name);
+	}
+	left = link_restore();
+	for (i = 0; i < 3; i++)
+		sigaction(lnk_signals[i], &lnk.old[i], NULL);
+	CHECK(!left, "async-events: port: putting %s back up (and its %d IPv6 address(es)): "
+	      "%d ip command(s) failed", lnk.name, lnk.naddr6, left);
+	if (!err)
+		ev_port(IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR, 1, &gid_changes, what_up);
+	st = port_state_within(&B, 1, EV_WAIT);
+	CHECK(st == IBV_PORT_ACTIVE, "async-events: port: %s's port is %s %d s after %s came "
+	      "back up", B.name, port_str(st), EV_WAIT, lnk.name);
+	i = port_state_within(&A, 1, EV_WAIT);
+	CHECK(i == IBV_PORT_ACTIVE, "async-events: port: %s's port is %s %d s after %s came "
+	      "back up", A.name, port_str(i), EV_WAIT, lnk.name);
+	ok = gids_back(had, n, cur, len, missing, sizeof(missing));
+	CHECK(ok, "async-events: port: %s's GID table %d s after %s came back up lacks: %s",
+	      B.name, EV_WAIT, lnk.name, missing);
+	/* What came meanwhile: more of the same only. */
+	ev_port(IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ACTIVE, 0, &gid_changes, what_up);
+	/* A's port followed its peer's carrier: its events are not this test's. */
+	ev_drain(&A, 0);
+	if (!err)
+		snprintf(evs.port, sizeof(evs.port), "%s%s down: PORT_ERR, port %s; up: "
+			 "PORT_ACTIVE, port %s; %d GIDs %s (%d GID_CHANGE, %d IPv6 address(es) put "
+			 "back)", lnk.peer ? "netns peer's " : "", lnk.name, port_str(down_st),
+			 port_str(st), n, ok ? "back" : "NOT back", gid_changes, lnk.naddr6);
+	free(had);
+	free(cur);
+}
+
+static const char *atomic_cap_str(enum ibv_atomic_cap c)
+{
+	return c == IBV_ATOMIC_NONE ? "NONE" : c == IBV_ATOMIC_HCA ? "HCA" :
+		c == IBV_ATOMIC_GLOB ? "GLOB" : "?";
+}
+
+static void mode_async_events(void)
+{
+	struct side *s[2] = { &A, &B };
+	int fails0 = failures, fl[2], i, err;
+
+	memset(&evs, 0, sizeof(evs));
+	for (i = 0; i < 2; i++) {
+		fl[i] = fcntl(s[i]->ctx->async_fd, F_GETFL);
+		if (fl[i] < 0 || fcntl(s[i]->ctx->async_fd, F_SETFL, fl[i] | O_NONBLOCK))
+			die("fcntl of an async_fd");
+	}
+	evs.bmem = map_anon(2 * page);
+	evs.src = map_anon(page);
+	evs.shadow = malloc(page);
+	if (!evs.shadow)
+		die("malloc");
+	fill(evs.bmem, 2 * page, mix(seed, 6, 0x657673));
+	memcpy(evs.shadow, evs.bmem, page);
+	evs.bmr = reg(B.pd, evs.bmem, 2 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	evs.amr = reg(A.pd, evs.src, page, IBV_ACCESS_LOCAL_WRITE);
+	printf("verbs_races: async-events: atomic_cap %s on %s, %s on %s\n",
+	       atomic_cap_str(A.attr.atomic_cap), A.name, atomic_cap_str(B.attr.atomic_cap),
+	       B.name);
+	/* What came before this mode is not its business. */
+	ev_drain(&A, 1);
+	ev_drain(&B, 1);
+	fflush(stdout);
+
+	ev_wrong_rkey();
+	ev_misaligned_atomic();
+	ev_short_receive();
+	ev_port_events();
+
+	printf("verbs_races %s -> %s, async-events: a WRITE through a wrong rkey: %s on %s's "
+	       "QP, none on %s; a misaligned atomic: %s; a receive too short: LOC_LEN_ERR, no "
+	       "event; port: %s; %lu events read, %d failure(s)\n", A.name, B.name, evs.rkey,
+	       B.name, A.name, evs.atomic, evs.port, evs.events, failures - fails0);
+	err = ibv_dereg_mr(evs.bmr);
+	CHECK(!err, "async-events: ibv_dereg_mr of B's MR: %s", strerror(err));
+	err = ibv_dereg_mr(evs.amr);
+	CHECK(!err, "async-events: ibv_dereg_mr of A's MR: %s", strerror(err));
+	for (i = 0; i < 2; i++)
+		fcntl(s[i]->ctx->async_fd, F_SETFL, fl[i]);
+	munmap(evs.bmem, 2 * page);
+	munmap(evs.src, page);
+	free(evs.shadow);
+}
+
 /* ====================== main ====================== */
 
 static const char *const mode_names[] = {
 	"sqd-rd-atomic", "err-while-arriving", "ring-scribble", "mw-pd", "rereg-ro",
+	"async-events",
 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: verbs_races DEV_A GID_A DEV_B GID_B MODE [-s SECONDS] "
 		"[-r SEED]\n  MODE: sqd-rd-atomic, err-while-arriving, ring-scribble, mw-pd, "
-		"rereg-ro, all\n");
+		"rereg-ro, async-events, all\n");
 	exit(2);
 }
 
@@ -1927,6 +2925,9 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (m < 0 || m == 4)
 		mode_rereg_ro();
+	fflush(stdout);
+	if (m < 0 || m == 5)
+		mode_async_events();
 
 	err = ibv_dealloc_pd(A.pd);
 	CHECK(!err, "ibv_dealloc_pd of %s: %s", A.name, strerror(err));
