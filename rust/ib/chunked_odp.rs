@@ -33,12 +33,16 @@
 //! to give up fails the fault (ENOMEM).
 
 use super::lock::{new_spinlock_bh, SpinLockBh};
-use super::odp::{odp_of, umem_of, FaultMode, History, OdpEvents, OdpUmem, Tally};
+use super::odp::{
+    definitive, failure_jiffies, odp_of, umem_of, FaultMode, History, OdpEvents, OdpUmem, Tally,
+    REFINE_PAGES,
+};
 use super::umem::UmemRef;
 use crate::bindings as b;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::mm::Mm;
+use kernel::page::PAGE_SHIFT;
 use kernel::prelude::*;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, Mutex};
@@ -243,6 +247,59 @@ enum Reap {
     Unfilled(u64),
 }
 
+/// Ranges a [`ChunkedOdp`] keeps of [`Unfilled`] failures.
+const UNFILLED_SLOTS: usize = 16;
+
+/// A failed range of pages and when it failed, in one word (0: none), so
+/// that accesses in softirq read it whole without a lock: the first page
+/// plus one (45 bits: addresses stop at [`USER_END`]), the page count less
+/// one (4 bits: at most [`REFINE_PAGES`]), and the low 15 bits of the
+/// jiffies of the failure (far more than a failure stands).
+#[derive(Clone, Copy)]
+struct Unfilled(u64);
+
+impl Unfilled {
+    const STAMP_BITS: u32 = 15;
+    const COUNT_BITS: u32 = 4;
+    const STAMP_MASK: u64 = (1 << Self::STAMP_BITS) - 1;
+
+    /// The pages of `[at, end)`, failed now; `None` if they are too many.
+    fn of(at: u64, end: u64) -> Option<Self> {
+        let (first, last) = (at >> PAGE_SHIFT, end.checked_sub(1)? >> PAGE_SHIFT);
+        let count = last.checked_sub(first)? + 1;
+        if count > REFINE_PAGES || first + 1 >= 1 << (64 - Self::STAMP_BITS - Self::COUNT_BITS) {
+            return None;
+        }
+        let stamp = super::work::jiffies() & Self::STAMP_MASK;
+        Some(Unfilled(
+            ((first + 1) << (Self::STAMP_BITS + Self::COUNT_BITS))
+                | ((count - 1) << Self::STAMP_BITS)
+                | stamp,
+        ))
+    }
+
+    fn first(self) -> u64 {
+        (self.0 >> (Self::STAMP_BITS + Self::COUNT_BITS)).wrapping_sub(1)
+    }
+
+    fn last(self) -> u64 {
+        self.first() + ((self.0 >> Self::STAMP_BITS) & ((1 << Self::COUNT_BITS) - 1))
+    }
+
+    fn slot(self) -> usize {
+        (self.first() % UNFILLED_SLOTS as u64) as usize
+    }
+
+    fn stands(self) -> bool {
+        if self.0 == 0 {
+            return false;
+        }
+        let age =
+            (super::work::jiffies() & Self::STAMP_MASK).wrapping_sub(self.0) & Self::STAMP_MASK;
+        age < failure_jiffies()
+    }
+}
+
 /// The memory of an implicit ODP MR, or of an explicit one in chunks.
 /// Offsets into it are bytes from `origin`: addresses, for an implicit MR.
 ///
@@ -263,6 +320,14 @@ pub(crate) struct ChunkedOdp {
     gone: AtomicBool,
     /// The process's count of children, which this MR's count in.
     budget: Arc<Budget>,
+    /// Pages whose demand fault failed in a child made for it and freed at
+    /// once (`Reap::Unfilled`), which took the pages' failure marks with
+    /// it. An access to them fails for as long as the marks would have
+    /// stood, instead of asking for the same fault again and again: a
+    /// requester gathering from an unmapped source would otherwise never
+    /// complete. A few ranges, each in the slot of its first page's hash
+    /// (see [`Unfilled`]).
+    unfilled: [AtomicU64; UNFILLED_SLOTS],
 }
 
 /// What an MR's root umem keeps until it is released (in process context,
@@ -344,6 +409,7 @@ impl ChunkedOdp {
             implicit,
             gone: AtomicBool::new(false),
             budget,
+            unfilled: [const { AtomicU64::new(0) }; UNFILLED_SLOTS],
         })
     }
 
@@ -382,7 +448,13 @@ impl ChunkedOdp {
     ) -> Result {
         let (addr, pieces) = self.pieces(off, len)?;
         for p in pieces {
-            let odp = self.child(p.index).ok_or(EAGAIN)?;
+            let Some(odp) = self.child(p.index) else {
+                return Err(if self.failed_unfilled(p.at, p.end) {
+                    EFAULT
+                } else {
+                    EAGAIN
+                });
+            };
             let from = usize::try_from(p.at - addr).map_err(|_| EFAULT)?;
             let to = usize::try_from(p.end - addr).map_err(|_| EFAULT)?;
             f(&odp, p.offset(), from..to)?;
@@ -411,10 +483,16 @@ impl ChunkedOdp {
                 // A child made for a fault that brought nothing in (a
                 // peer's access where the process maps nothing) goes at
                 // once: it would hold a place in the process's budget
-                // that only this MR could give back.
+                // that only this MR could give back. What its marks said
+                // is kept here instead.
                 if made {
                     let _grow = self.inner.growing.lock();
-                    self.reap(Reap::Unfilled(p.index));
+                    if self.reap(Reap::Unfilled(p.index))
+                        && mode == FaultMode::Demand
+                        && definitive(e)
+                    {
+                        self.note_unfilled(p.at, p.end);
+                    }
                 }
                 return Err(e);
             }
@@ -492,8 +570,8 @@ impl ChunkedOdp {
     }
 
     /// Frees children, `which` of them; with `growing` held. A child a
-    /// fault is filling now stays.
-    fn reap(&self, which: Reap) {
+    /// fault is filling now stays. Returns whether any went.
+    fn reap(&self, which: Reap) -> bool {
         let lru = match which {
             Reap::LeastRecentlyUsed => {
                 let children = self.inner.children.lock();
@@ -522,18 +600,39 @@ impl ChunkedOdp {
             .filter(|c| goes(c))
             .count();
         if n == 0 {
-            return;
+            return false;
         }
         let Ok(mut gone) = KVVec::with_capacity(n, GFP_KERNEL) else {
-            return;
+            return false;
         };
         self.inner
             .children
             .lock()
             .retain(|c| !(goes(c) && gone.push_within_capacity(c.odp.clone()).is_ok()));
+        let any = !gone.is_empty();
         // Released here, outside the lock (a release sleeps), unless an
         // access still holds one: then when it lets go.
         drop(gone);
+        any
+    }
+
+    /// Keeps the failure of the pages of `[at, end)` (addresses), whose
+    /// child went with its marks; a range longer than a failed fault's
+    /// search ([`REFINE_PAGES`]) was not marked, and is not kept.
+    fn note_unfilled(&self, at: u64, end: u64) {
+        if let Some(u) = Unfilled::of(at, end) {
+            self.unfilled[u.slot()].store(u.0, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a page of `[at, end)` failed in a child freed since, and
+    /// the failure still stands.
+    fn failed_unfilled(&self, at: u64, end: u64) -> bool {
+        let (first, last) = (at >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT);
+        self.unfilled.iter().any(|e| {
+            let u = Unfilled(e.load(Ordering::Relaxed));
+            u.stands() && u.first() <= last && first <= u.last()
+        })
     }
 
     /// Pages translated now, in all the children.

@@ -122,6 +122,17 @@ fn failed_now() -> usize {
     ((super::work::jiffies() as usize) << PFN_SHIFT) | FAILED
 }
 
+/// How long a failed fault's answer stands, in jiffies.
+pub(super) fn failure_jiffies() -> u64 {
+    super::work::usecs_to_jiffies(FAILED_FOR_US)
+}
+
+/// Whether a demand fault that failed with `e` says the pages cannot be
+/// had (and marks them), rather than "not now".
+pub(super) fn definitive(e: Error) -> bool {
+    e == EFAULT || e == EPERM || e == EINVAL
+}
+
 /// Whether the failure recorded in `e` still stands.
 fn failure_stands(e: usize) -> bool {
     let now = (super::work::jiffies() as usize) << PFN_SHIFT;
@@ -163,7 +174,7 @@ pub(crate) enum FaultMode {
 
 /// A failed fault is searched page by page for the pages that cannot be
 /// had only up to this many pages.
-const REFINE_PAGES: u64 = 16;
+pub(super) const REFINE_PAGES: u64 = 16;
 
 /// An ODP umem and the translation table in front of it.
 ///
@@ -454,7 +465,7 @@ impl OdpUmem {
         let _one = s.faulting.lock();
         let r = self.fault_locked(off, end, write, mode != FaultMode::Mapped);
         let err = match r {
-            Err(e) if mode == FaultMode::Demand && (e == EFAULT || e == EPERM || e == EINVAL) => e,
+            Err(e) if mode == FaultMode::Demand && definitive(e) => e,
             r => return r,
         };
         // Nothing mapped there (EFAULT), no write permission (EPERM), or
