@@ -561,7 +561,7 @@ impl Qp {
     /// The oldest read or atomic still waiting for its response, and the
     /// PSN its next response carries. Responses come back in order, so any
     /// response either answers this one or shows that its own was lost.
-    fn oldest_awaiting(q: &QpInner) -> Option<(usize, Psn)> {
+    pub(crate) fn oldest_awaiting(q: &QpInner) -> Option<(usize, Psn)> {
         let idx = q
             .req
             .pending

@@ -730,11 +730,9 @@ impl Qp {
 
     /// Whether `p` is the oldest read or atomic not answered yet.
     fn oldest_read(q: &QpInner, p: &Pending) -> bool {
-        q.req
-            .pending
-            .iter()
-            .find(|o| !o.done && is_read_or_atomic(o.wr.wqe.opcode))
-            .is_some_and(|o| o.first_psn == p.first_psn)
+        Self::oldest_awaiting(q)
+            .and_then(|(i, _)| q.req.pending.get(i))
+            .is_some_and(|o| core::ptr::eq(o, p))
     }
 
     /// Whether the next packet of `p` fits in the packet window: the ACK

@@ -137,7 +137,7 @@ pub(super) fn definitive(e: Error) -> bool {
 fn failure_stands(e: usize) -> bool {
     let now = (super::work::jiffies() as usize) << PFN_SHIFT;
     let age = now.wrapping_sub(e & !((1 << PFN_SHIFT) - 1)) >> PFN_SHIFT;
-    (age as u64) < super::work::usecs_to_jiffies(FAILED_FOR_US)
+    (age as u64) < failure_jiffies()
 }
 
 /// What the notifier reaches through the umem's `private` pointer.
