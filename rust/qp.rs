@@ -460,7 +460,12 @@ impl Drop for SendOnUnlock<'_> {
                 self.qp.send_deferred_ack(drv, &a);
             }
         }
-        self.qp.txq.send_all();
+        // What another CPU keeps queuing behind this release (a READ's
+        // responses from the drain) is left to the work item, so that
+        // this caller, which may be that work item, gets back to its job.
+        if self.qp.txq.send_all() {
+            self.qp.kick();
+        }
     }
 }
 
@@ -701,7 +706,11 @@ impl Qp {
                 .min();
             let faulted = core::mem::take(&mut q.req.faulted);
             drop(q);
-            self.req_txq.send_all();
+            if self.req_txq.send_all() {
+                // Another CPU's packets, left for the next run (see
+                // `SendOnUnlock`): this one still ends as below.
+                self.kick();
+            }
             if more {
                 continue;
             }

@@ -429,22 +429,6 @@ impl Qp {
         // that came after it until its last is out.
         if self.reading.load(Ordering::Acquire) {
             let mut q = self.lock();
-            // The QP's own retransmit timer, if it is due, is run from here
-            // too: the drain, process context as the work item is, does the
-            // work item's job while it answers a READ (timers, resends, the
-            // next deadline), so that a timeout the busy backlog put off is
-            // taken even if the work item does not run.
-            // TODO: on the KASAN + lockdep kernel, while this drain answered
-            // a 256 MiB READ, the QP's work item, queued for its deadline,
-            // at times never ran again; why is not known (docs/data-path.md).
-            if q.req
-                .deadline
-                .is_some_and(|t| crate::ib::work::jiffies() >= t)
-            {
-                drop(q);
-                self.run_work();
-                q = self.lock();
-            }
             if !self.continue_read(drv, &mut q) {
                 if core::mem::take(&mut q.resp.read_fault) {
                     drop(q);

@@ -16,6 +16,7 @@ import ctypes
 import json
 import mmap
 import os
+import socket
 import struct
 import subprocess
 import time
@@ -372,6 +373,36 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(sent(), stopped, 'responses went on after the QP was destroyed')
         self.assertLess(stopped - before, size // 1024, 'the whole READ went out before the destroy')
         big.close()
+
+    def test_read_revoked_midstream_naks_the_first_unsent(self):
+        """A READ whose MR is deregistered after some of its responses went
+        out ends with a NAK (remote access error) at the first response not
+        sent. A NAK at the READ's own first PSN, which the requester has
+        already had an answer to, would be ignored there, and the requester
+        would time out and retry into the same error instead of completing
+        with REM_ACCESS_ERR."""
+        size = 256 << 20
+        qp = self.connected_qp()
+        big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
+        # Room for the responses that come before the NAK (SO_RCVBUFFORCE).
+        self.peer.udp.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)
+        def sent():
+            with open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets') as f:
+                return int(f.read())
+        before = sent()
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
+                                         rf.reth(big.buf, big.rkey, size)))
+        first = self.peer.expect(rf.RC_READ_RESPONSE_FIRST)
+        self.assertEqual(first.psn if first else None, RQ_PSN)
+        big.close()
+        nak = self.peer.expect(rf.RC_ACKNOWLEDGE, timeout=60.0)
+        self.assertIsNotNone(nak, 'no NAK after the READ\'s MR went')
+        self.assertEqual(nak.syndrome, rf.NAK_REMOTE_ACCESS)
+        responses = sent() - before - 1
+        self.assertGreater(responses, 0)
+        self.assertLess(responses, size // 1024, 'the whole READ went out before the dereg')
+        self.assertEqual((nak.psn - RQ_PSN) & 0xFFFFFF, responses,
+                         'the NAK does not name the first response not sent')
 
     # The retransmit timer: a peer that never answers gets the request
     # retry_cnt more times, and then the request fails; a backlog that

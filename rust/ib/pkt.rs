@@ -797,9 +797,18 @@ impl TxQueue {
         unsafe { self.q.push(skb) };
     }
 
-    /// Sends everything queued, in order, unless another caller is sending
+    /// Sends what is queued, in order, unless another caller is sending
     /// already (it sends these too). A packet the network refuses is loss,
     /// which RC recovers from and UD tolerates.
+    ///
+    /// Returns whether packets are left for another call: a sender whose
+    /// queue another CPU keeps filling stops after [`TX_TAKEOVER_BURSTS`]
+    /// bursts, and its caller must see that someone calls again (a QP kicks
+    /// its work item). Unbounded, the sender is held for as long as the
+    /// other CPU produces: a QP's work item that releases its lock while
+    /// the drain answers a long READ on the other CPU would send every
+    /// response of it, and the QP's retransmit timer, which only that work
+    /// item arms, would wait until the READ ended.
     ///
     /// Each burst is sent with softirqs held off: the sender cannot be
     /// preempted while it owns the queue (a high-priority work item pushing
@@ -808,19 +817,21 @@ impl TxQueue {
     /// is processed when softirqs come back on, and the queue is owned
     /// until then, so the next burst, from whichever CPU, cannot overtake
     /// this one on its way to the peer.
-    pub(crate) fn send_all(&self) {
+    #[must_use]
+    pub(crate) fn send_all(&self) -> bool {
         // Every release of a QP's lock comes here, and most have built
         // nothing: they skip the softirq hold and the list's irq-off lock.
         // A caller's own packets are in the list before it calls (its push
         // took the list's lock), so empty means another sender took them.
         if self.q.is_empty() {
-            return;
+            return false;
         }
+        let mut bursts = 0;
         loop {
             {
                 let _bh = super::lock::BhOff::new();
                 if self.sending.swap(true, Ordering::SeqCst) {
-                    return;
+                    return false;
                 }
                 for _ in 0..TX_BURST {
                     let skb = self.q.pop();
@@ -833,13 +844,22 @@ impl TxQueue {
             }
             self.sending.store(false, Ordering::SeqCst);
             // Packets queued after the last pop, whose callers saw us
-            // sending, are ours to send.
+            // sending, are ours to send, or to hand on.
             if self.q.is_empty() {
-                return;
+                return false;
+            }
+            bursts += 1;
+            if bursts >= TX_TAKEOVER_BURSTS {
+                return true;
             }
         }
     }
 }
+
+/// Bursts one call of [`TxQueue::send_all`] sends before it hands the rest
+/// on: its caller's own packets (a requester's chunk is one burst) and a
+/// share of what others queued meanwhile.
+const TX_TAKEOVER_BURSTS: u32 = 4;
 
 /// Packets sent per softirq-off burst: well inside the per-CPU receive
 /// backlog (1000), and the size of the requester's own burst.
