@@ -23,7 +23,8 @@ TIMED = scripts/timed.sh $(RESULTS)/timings.txt
 # Never two kernel builds at once (2 cores): the steps below run one by one.
 .NOTPARALLEL:
 
-.PHONY: help run test bench shell deps kernel kernel-plain kernel-debug module module-plain module-debug kmod kmod-plain kmod-debug \
+.PHONY: help run test bench shell deps kernel kernel-plain kernel-debug kernel-own module module-plain module-debug \
+	module-kdir kmod kmod-plain kmod-debug kmod-kdir install install-module install-provider \
 	rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
 
 help:
@@ -40,6 +41,8 @@ help:
 	@echo '  make bench    oxe against rxe in one guest, written to build/results/'
 	@echo '  make check    rustfmt, clippy, the layering check'
 	@echo '  make deps     only install what the build needs'
+	@echo '  make module KDIR=/path/to/tree    oxe.ko for your own kernel tree (checked first)'
+	@echo '  make install [KDIR=...] [DESTDIR=...]    the module and the provider, installed'
 	@echo '  make clean    drop build outputs; make distclean also drops $(OXE_CACHE)'
 	@echo
 	@echo 'More: README.md, and qemu-test/vm.sh for the guest modes.'
@@ -48,7 +51,9 @@ deps:
 	@scripts/deps.sh
 
 kernel: kernel-plain kernel-debug
-kernel-plain kernel-debug: deps
+# kernel-own: the stand-in for a developer's tree that `make test` builds
+# oxe against through KDIR (qemu-test/kernel-own.fragment).
+kernel-plain kernel-debug kernel-own: deps
 	@scripts/kernel.sh build $(@:kernel-%=%) >/dev/null
 
 rdma-core: deps
@@ -64,20 +69,67 @@ provider: rdma-core
 
 # The module builds against each cached kernel tree, from this tree (Kbuild),
 # into build/module-<flavour>/ (MO=): the two kernels need their own bindings.
+#
+# Your own kernel tree instead: `make module KDIR=/path/to/tree` (the tree's
+# object directory, configured and built with Rust) checks the tree and the
+# toolchain first (scripts/kdir.sh), then builds into build/module-kdir/.
+# OXE_KDIR=/path/to/tree in the environment does the same for every target,
+# and makes `make shell` and qemu-test/vm.sh boot that tree.
+KDIR ?= $(OXE_KDIR)
+ifneq ($(KDIR),)
+module: module-kdir
+kmod: kmod-kdir
+else
 module: module-plain module-debug
+kmod: kmod-plain kmod-debug
+endif
 module-plain: kernel-plain
 module-debug: kernel-debug
 module-plain module-debug:
 	@f=$(@:module-%=%) && kdir=$$(scripts/kernel.sh dir $$f) && mo=$(CURDIR)/build/module-$$f && \
 	mkdir -p $$mo && $(KMAKE) -s -C $$kdir M=$(CURDIR) MO=$$mo $(if $(CLIPPY),CLIPPY=1) modules
+module-kdir:
+	@[ -n "$(KDIR)" ] || { echo 'module-kdir: set KDIR=/path/to/your/kernel/tree'; exit 1; }
+	@mkdir -p build/module-kdir && scripts/kdir.sh make $(KDIR) -s M=$(CURDIR) \
+		MO=$(CURDIR)/build/module-kdir $(if $(CLIPPY),CLIPPY=1) modules && \
+		realpath $(KDIR) >build/module-kdir/.kdir
 
 # The kernel consumer the guest's kconsumer suite loads, built like the module.
-kmod: kmod-plain kmod-debug
 kmod-plain: kernel-plain
 kmod-debug: kernel-debug
 kmod-plain kmod-debug:
 	@f=$(@:kmod-%=%) && kdir=$$(scripts/kernel.sh dir $$f) && mo=$(CURDIR)/build/kmod-$$f && \
 	mkdir -p $$mo && $(KMAKE) -s -C $$kdir M=$(CURDIR)/qemu-test/kmod MO=$$mo modules
+kmod-kdir:
+	@[ -n "$(KDIR)" ] || { echo 'kmod-kdir: set KDIR=/path/to/your/kernel/tree'; exit 1; }
+	@mkdir -p build/kmod-kdir && scripts/kdir.sh make $(KDIR) -s M=$(CURDIR)/qemu-test/kmod \
+		MO=$(CURDIR)/build/kmod-kdir modules
+
+# Installs oxe like any RDMA driver, from what `make module provider` built
+# (it builds nothing, so it runs as root against a read-only clone):
+#   oxe.ko through the kernel tree's modules_install into
+#     $(INSTALL_MOD_PATH)/lib/modules/<release>/updates, then depmod, so that
+#     `rdma link add NAME type oxe netdev DEV` loads it by its alias;
+#   the provider into an rdma-core installation: liboxe-rdmav59.so into
+#     $(IBV_PROVIDER_DIR), oxe.driver into $(IBV_CONFIG_DIR), oxedv.h into
+#     $(includedir)/infiniband and liboxe.pc into $(libdir)/pkgconfig, each under
+#     $(DESTDIR).
+# KDIR as for `make module`; without it, the running kernel's build tree, as
+# for any out-of-tree module.
+prefix ?= /usr
+libdir ?= $(prefix)/lib/$(shell gcc -print-multiarch)
+includedir ?= $(prefix)/include
+IBV_PROVIDER_DIR ?= $(libdir)/libibverbs
+IBV_CONFIG_DIR ?= /etc/libibverbs.d
+INSTALL_MOD_PATH ?=
+OXE_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' provider/Cargo.toml)
+INSTALL_KDIR = $(or $(KDIR),/lib/modules/$(shell uname -r)/build)
+install: install-module install-provider
+install-module:
+	@scripts/install.sh module $(INSTALL_KDIR) "$(INSTALL_MOD_PATH)"
+install-provider:
+	@scripts/install.sh provider "$(DESTDIR)" "$(IBV_PROVIDER_DIR)" "$(IBV_CONFIG_DIR)" \
+		"$(includedir)" "$(libdir)" "$(OXE_VERSION)" "$(prefix)"
 
 # Userspace tests that need no guest: the setup logic, oxe-core, the provider.
 host-test: provider
@@ -143,27 +195,35 @@ guest-tools: provider
 		-I$$rc/build/include -L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs \
 		-Wl,-rpath,$$rc/build/lib || exit 1; done
 
-run: module-plain provider
-	@qemu-test/vm.sh run plain
+run: $(if $(KDIR),module-kdir,module-plain) provider
+	@OXE_KDIR=$(KDIR) qemu-test/vm.sh run plain
 
 # Builds first (each step timed; a failed build stops here, saying why), then
 # every check, each recorded pass or fail: oxe's guest suites on the debug
 # kernel (and NVMe-oF again with ib_core.force_mr=1, and against rxe in a
-# second guest on one virtual wire), then rxe's yardstick on the plain one
+# second guest on one virtual wire), oxe built through KDIR against a third
+# tree and installed into a staged root, then rxe's yardstick on the plain one
 # (scripts/guests.sh). Ends with oxe's stock rdma-core tests against rxe's,
-# and where the time went.
+# and where the time went. With KDIR (or OXE_KDIR), every guest but the wire's
+# boots that tree instead, and no kernel is built.
 test:
 	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json
 	@$(TIMED) "setup (packages, tools)" $(MAKE) -s deps
+ifeq ($(KDIR),)
 	@$(TIMED) "kernel, plain" $(MAKE) -s kernel-plain
 	@$(TIMED) "kernel, debug" $(MAKE) -s kernel-debug
+	@$(TIMED) "kernel, own (the stand-in for KDIR)" $(MAKE) -s kernel-own
+endif
 	@$(TIMED) "rdma-core" $(MAKE) -s rdma-core
-	@$(TIMED) "module (both kernels), provider, guest tools" $(MAKE) -s module kmod provider guest-tools
+	@$(TIMED) "module (each kernel), provider, guest tools" $(MAKE) -s module kmod provider guest-tools
+ifeq ($(KDIR),)
+	@$(TIMED) "module, KDIR=the own tree" $(MAKE) -s module-kdir kmod-kdir KDIR=$$(scripts/kernel.sh dir own)
+endif
 	@for step in check host-test "fuzz FUZZ_SECONDS=30"; do \
 		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then r=pass; else r=fail; fi; \
 		echo "$${step%% *} $$r" >>$(RESULTS)/checks.txt; \
 	done
-	@scripts/guests.sh $(RESULTS)
+	@OXE_KDIR=$(KDIR) scripts/guests.sh $(RESULTS)
 	@echo; echo "where the time went (seconds):"; column -t -s "$$(printf '\t')" $(RESULTS)/timings.txt | sed 's/^/  /'
 	@echo; sed 's/^/  /' $(RESULTS)/checks.txt; \
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
@@ -185,8 +245,8 @@ bench: module-plain provider guest-tools
 # OXE_KERNEL=debug make shell: the same, on the KASAN + lockdep kernel (only
 # that kernel and its module are built).
 OXE_KERNEL ?= plain
-shell: module-$(OXE_KERNEL) provider guest-tools
-	@qemu-test/vm.sh shell $(OXE_KERNEL)
+shell: $(if $(KDIR),module-kdir,module-$(OXE_KERNEL)) provider guest-tools
+	@OXE_KDIR=$(KDIR) qemu-test/vm.sh shell $(OXE_KERNEL)
 
 # Adds every test that now passes to qemu-test/expected/ (never removes one).
 expectations:

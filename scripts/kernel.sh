@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fetches Linux 7.3 from Debian trixie-backports and builds a guest kernel in $OXE_CACHE.
-#   kernel.sh build|dir [plain|debug]
+# Fetches Linux 7.3 from Debian trixie-backports and builds a guest kernel in
+# $OXE_CACHE (`own`: in $OXE_OWN_CACHE, see lib.sh).
+#   kernel.sh build|dir [plain|debug|own]
 # Each flavour's build tree is keyed by source version and its fragments (see
 # kernel_fragments in lib.sh); the out-of-tree module builds against it.
 source "$(dirname "$0")/lib.sh"
@@ -34,8 +35,9 @@ fetch_source() {
 }
 
 build() {
-    local flavour=${1:-plain} kdir frag
+    local flavour=${1:-plain} kdir src frag
     kdir=$(kernel_dir "$flavour")
+    src=$(kernel_src_dir "$flavour")
     local frags=()
     for frag in $(kernel_fragments "$flavour"); do frags+=("$OXE_TOP/$frag"); done
     if [ -f "$kdir/.oxe-built" ]; then
@@ -44,18 +46,22 @@ build() {
     fi
     local deb
     deb=$(kernel_deb)
-    if [ ! -f "$kdir/Makefile" ]; then
-        log "unpacking $(basename "$deb") into $kdir"
-        rm -rf "$kdir.tmp" && mkdir -p "$kdir.tmp"
+    if [ ! -f "$src/Makefile" ]; then
+        log "unpacking $(basename "$deb") into $src"
+        rm -rf "$src.tmp" && mkdir -p "$src.tmp"
         dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards './usr/src/linux-source-*.tar.xz' |
-            tar -xJ -C "$kdir.tmp" --strip-components=1
-        mv "$kdir.tmp" "$kdir"
+            tar -xJ -C "$src.tmp" --strip-components=1
+        mv "$src.tmp" "$src"
     fi
-    cd "$kdir"
+    # The cached flavours build in their source tree; `own` as a developer
+    # often does, with its objects apart (O=), which KDIR then names.
+    local mk=("${KMAKE[@]}" -C "$src")
+    [ "$src" = "$kdir" ] || mk+=(O="$kdir")
+    mkdir -p "$kdir"
     log "configuring the $flavour kernel: tinyconfig + $(kernel_fragments "$flavour")"
-    "${KMAKE[@]}" -s tinyconfig
-    scripts/kconfig/merge_config.sh -m -Q .config "${frags[@]}" >/dev/null
-    "${KMAKE[@]}" -s olddefconfig
+    "${mk[@]}" -s tinyconfig
+    "$src/scripts/kconfig/merge_config.sh" -m -Q -O "$kdir" "$kdir/.config" "${frags[@]}" >/dev/null
+    "${mk[@]}" -s olddefconfig
     # Every line of the fragment must have survived olddefconfig: a silently
     # dropped option (a missing dependency) would otherwise surface as a baffling test failure.
     local bad=0 line sym val
@@ -63,14 +69,14 @@ build() {
         case "$line" in CONFIG_*=*) ;; *) continue ;; esac
         sym=${line%%=*} val=${line#*=}
         if [ "$val" = n ]; then
-            grep -q "^$sym=" .config && { log "fragment: $sym should be off"; bad=1; }
-        elif ! grep -qx "$line" .config; then
-            log "fragment: $line did not survive olddefconfig (got: $(grep "^$sym=" .config || echo unset))"
+            grep -q "^$sym=" "$kdir/.config" && { log "fragment: $sym should be off"; bad=1; }
+        elif ! grep -qx "$line" "$kdir/.config"; then
+            log "fragment: $line did not survive olddefconfig (got: $(grep "^$sym=" "$kdir/.config" || echo unset))"
             bad=1
         fi
     done < <(cat "${frags[@]}")
     [ $bad = 0 ] || die "kernel config does not match $(kernel_fragments "$flavour")"
-    "${KMAKE[@]}" -s rustavailable >/dev/null || die "Rust is not available to the kernel build"
+    "${mk[@]}" -s rustavailable >/dev/null || die "Rust is not available to the kernel build"
     # The build's own output goes to a log; a line every minute says how
     # far it has come, so that a first build is not half an hour of silence.
     local blog=$OXE_CACHE/logs/kernel-$flavour.log
@@ -78,10 +84,10 @@ build() {
     log "building the $flavour kernel in $kdir (15 to 25 minutes on 2 cores; log: $blog)"
     local t0=$SECONDS stamp pid rc=0
     stamp=$(mktemp)
-    "${KMAKE[@]}" -j"$(($(nproc) + 1))" bzImage modules >"$blog" 2>&1 &
+    "${mk[@]}" -j"$(($(nproc) + 1))" bzImage modules >"$blog" 2>&1 &
     pid=$!
     while ! wait_secs "$pid" 60; do
-        log "  $flavour kernel: $(find . -name '*.o' -newer "$stamp" | wc -l) objects built, $(((SECONDS - t0) / 60)) min"
+        log "  $flavour kernel: $(find "$kdir" -name '*.o' -newer "$stamp" | wc -l) objects built, $(((SECONDS - t0) / 60)) min"
     done
     wait "$pid" || rc=$?
     rm -f "$stamp"
@@ -90,11 +96,15 @@ build() {
         die "the $flavour kernel did not build (exit $rc): $blog has the whole log"
     fi
     log "$flavour kernel built in $((SECONDS - t0)) s"
-    touch .oxe-built
+    touch "$kdir/.oxe-built"
     # Trees of this flavour for older fragments or source versions (2+ GiB
     # each) are dead weight now, as are trees from before the flavours.
-    find "$OXE_CACHE" -maxdepth 1 -name 'kernel-[0-9]*' ! -path "$kdir" \
-        \( -name "*-$flavour-*" -o ! -name '*-plain-*' ! -name '*-debug-*' \) -exec rm -rf {} +
+    if [ "$flavour" = own ]; then
+        find "$OXE_OWN_CACHE" -mindepth 1 -maxdepth 1 -name 'kernel-*' ! -path "${kdir%/obj}" -exec rm -rf {} +
+    else
+        find "$OXE_CACHE" -maxdepth 1 -name 'kernel-[0-9]*' ! -path "$kdir" \
+            \( -name "*-$flavour-*" -o ! -name '*-plain-*' ! -name '*-debug-*' \) -exec rm -rf {} +
+    fi
     echo "$kdir"
 }
 
@@ -112,5 +122,5 @@ case "${1:-build}" in
 fetch) fetch_source ;;
 build) fetch_source && build "${2:-plain}" ;;
 dir) kernel_dir "${2:-plain}" ;;
-*) die "usage: $0 [fetch|build|dir] [plain|debug]" ;;
+*) die "usage: $0 [fetch|build|dir] [plain|debug|own]" ;;
 esac

@@ -42,24 +42,45 @@ kernel_deb() {
 # The guest kernel comes in two flavours, each its own build tree:
 #   plain  qemu-test/kernel.fragment: the yardstick (rxe suites, make bench)
 #   debug  plus qemu-test/kernel-debug.fragment (KASAN, lockdep): oxe's suites
+# and a third, `own`, the stand-in for a developer's own tree (KDIR): plus
+# qemu-test/kernel-own.fragment, its source and its objects (O=) outside
+# $OXE_CACHE, in $OXE_OWN_CACHE.
 # The fragments a flavour is made of, in merge order.
 kernel_fragments() {
     case "${1:-plain}" in
     plain) echo qemu-test/kernel.fragment ;;
     debug) echo qemu-test/kernel.fragment qemu-test/kernel-debug.fragment ;;
-    *) die "unknown kernel flavour '$1' (plain or debug)" ;;
+    own) echo qemu-test/kernel.fragment qemu-test/kernel-own.fragment ;;
+    *) die "unknown kernel flavour '$1' (plain, debug or own)" ;;
+    esac
+}
+OXE_OWN_CACHE=${OXE_OWN_CACHE:-$HOME/.cache/oxe-own-kernel}
+
+# The kernel source version and a flavour's fragments: the key of its tree.
+kernel_key() {
+    local flavour=${1:-plain} deb ver
+    deb=$(kernel_deb)
+    [ -n "$deb" ] || die "kernel source not fetched yet: run 'make kernel'"
+    ver=$(basename "$deb" | sed -e "s/^${KSRC_PKG}_//" -e 's/_all\.deb$//' -e 's/~/-/g')
+    # shellcheck disable=SC2046 # one word per fragment
+    echo "$ver-$flavour-$(hash_files $(kernel_fragments "$flavour"))"
+}
+
+# Where the kernel build tree (its objects: what KDIR names) for the current
+# inputs lives (no side effects).
+kernel_dir() {
+    case "${1:-plain}" in
+    own) echo "$OXE_OWN_CACHE/kernel-$(kernel_key own)/obj" ;;
+    *) echo "$OXE_CACHE/kernel-$(kernel_key "$1")" ;;
     esac
 }
 
-# Where the kernel build tree for the current inputs lives (no side effects).
-kernel_dir() {
-    local flavour=${1:-plain} deb
-    deb=$(kernel_deb)
-    [ -n "$deb" ] || die "kernel source not fetched yet: run 'make kernel'"
-    local ver
-    ver=$(basename "$deb" | sed -e "s/^${KSRC_PKG}_//" -e 's/_all\.deb$//' -e 's/~/-/g')
-    # shellcheck disable=SC2046 # one word per fragment
-    echo "$OXE_CACHE/kernel-$ver-$flavour-$(hash_files $(kernel_fragments "$flavour"))"
+# Where its source is: the same tree, but for `own`'s, built with O=.
+kernel_src_dir() {
+    case "${1:-plain}" in
+    own) echo "$OXE_OWN_CACHE/kernel-$(kernel_key own)/src" ;;
+    *) kernel_dir "$1" ;;
+    esac
 }
 
 # Where oxe.ko is built for a flavour (MO=, the kernel's output directory for

@@ -163,10 +163,47 @@ check "ratchet: a missing expectations file fails" "! '$res' ratchet '$rt/none.t
 printf '# only a comment\n' >"$rt/empty.txt"
 check "ratchet: an expectations file listing nothing fails" "! '$res' ratchet '$rt/empty.txt' '$rt/x.verdicts.json' >/dev/null"
 # Every guest guests.sh boots has its list of expected suites.
-for m in $(sed -n 's/^for run in \(.*\); do$/\1/p' "$top/scripts/guests.sh" | tr -d '"' | awk '{ for (i = 1; i <= NF; i += 2) print $i }'); do
+for m in $(sed -n 's/^runs=(\(.*\))$/\1/p' "$top/scripts/guests.sh" | head -n1 | tr -d '"' | awk '{ for (i = 1; i <= NF; i += 2) print $i }'); do
     check "guest $m has a list of expected suites" "[ -s '$top/qemu-test/expected/suites/$m.txt' ]"
 done
 rm -rf "$rt"
+
+# The KDIR preflight (scripts/kdir.sh), on stand-in trees and toolchains:
+# a tree that has what oxe needs passes; one that lacks an option, its build
+# and the rustc it was built with fails, naming all three at once.
+kt=$(mktemp -d)
+mkdir -p "$kt/tree/include/config" "$kt/tree/rust" "$kt/bin"
+for t in rustc bindgen clang; do
+    printf '#!/bin/sh\necho "%s 1.0 (stand-in)"\n' "$t" >"$kt/bin/$t"
+    chmod +x "$kt/bin/$t"
+done
+{
+    for o in RUST MODULES INFINIBAND INFINIBAND_USER_ACCESS INFINIBAND_ON_DEMAND_PAGING MMU_NOTIFIER \
+        HMM_MIRROR INET IPV6 NET_UDP_TUNNEL INFINIBAND_ADDR_TRANS RDMA_RXE DEBUG_FS NET_NS VETH; do
+        echo "CONFIG_$o=y"
+    done
+    echo 'CONFIG_CC_IS_CLANG=y'
+    echo 'CONFIG_RUSTC_VERSION_TEXT="rustc 1.0 (stand-in)"'
+    echo 'CONFIG_BINDGEN_VERSION_TEXT="bindgen 1.0 (stand-in)"'
+    echo 'CONFIG_CC_VERSION_TEXT="clang 1.0 (stand-in)"'
+} >"$kt/tree/.config"
+touch "$kt/tree/Makefile" "$kt/tree/include/config/auto.conf" "$kt/tree/Module.symvers" "$kt/tree/rust/libkernel.rmeta"
+kdir_check() {
+    OXE_CACHE="$tmp/cache" RUSTC="$kt/bin/rustc" BINDGEN="$kt/bin/bindgen" LLVM="$kt/bin/" \
+        bash "$top/scripts/kdir.sh" check "$kt/tree" 2>&1
+}
+out=$(kdir_check)
+check "kdir preflight: a tree with what oxe needs passes" "[ $? = 0 ]"
+sed -i 's/^CONFIG_INFINIBAND_ON_DEMAND_PAGING=y$/# CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set/' "$kt/tree/.config"
+sed -i 's/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT="rustc 2.0"/' "$kt/tree/.config"
+rm "$kt/tree/Module.symvers"
+out=$(kdir_check)
+rc=$?
+check "kdir preflight: a tree lacking an option, its build and its rustc fails" "[ $rc != 0 ]"
+check "kdir preflight: names the missing option" "grep -q 'CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set' <<<\"\$out\""
+check "kdir preflight: names the unbuilt tree" "grep -q 'the tree is not built' <<<\"\$out\""
+check "kdir preflight: names the other rustc" "grep -q \"built with 'rustc 2.0'\" <<<\"\$out\""
+rm -rf "$kt"
 
 [ $fails = 0 ] && echo "setup tests: all passed" || echo "setup tests: $fails failed"
 [ $fails = 0 ]
