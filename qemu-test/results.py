@@ -8,12 +8,15 @@
   results.py stock-clean VERDICTS_JSON           fails on any FAIL or ERROR among rdma-core's own tests
   results.py stock-compare OXE_JSON RXE_JSON     rdma-core's own tests: what passes on one device only
   results.py summary SUITE_DIR OUT               merges per-suite counts into summary.json
+  results.py junit RESULTS OUT [SINCE]           a guest's suites (and each unittest test) as JUnit XML;
+                                                 unittest runs only from files newer than SINCE
 
 The expectations files only grow: `grow` never removes a line, and `ratchet` fails
 the run for any listed test that is not "ok" (missing counts as not ok).
 """
 import json
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 def unittest_cmd(log, suite, device, seconds):
@@ -140,9 +143,72 @@ def summary_cmd(suite_dir, out):
     return 0
 
 
+def junit_cmd(results, out, since=None):
+    """One <testsuite> for the guest's suites (guest-checks.txt, their
+    seconds from guest-times.txt), a failed one carrying the end of its log;
+    then one per unittest run (logs/*.verdicts.json), a <testcase> per test.
+    What a CI server shows as test results, from the same files the run's
+    own verdict comes from."""
+    res = Path(results)
+    checks = res / "guest-checks.txt"
+    if not checks.exists():
+        print(f"{checks}: no suites ran", file=sys.stderr)
+        return 1
+    times = {}
+    tfile = res / "guest-times.txt"
+    if tfile.exists():
+        for line in tfile.read_text().splitlines():
+            name, _, secs = line.rpartition(" ")
+            times[name] = secs
+    root = ET.Element("testsuites", name="oxe")
+    guest = ET.SubElement(root, "testsuite", name="guest suites")
+    failures = 0
+    for line in checks.read_text().splitlines():
+        name, _, verdict = line.rpartition(" ")
+        if not name:
+            continue
+        case = ET.SubElement(guest, "testcase", classname="oxe.guest", name=name,
+                             time=times.get(name, "0"))
+        if verdict != "pass":
+            failures += 1
+            log = res / "logs" / f"suite-{name}.log"
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:]) if log.exists() else ""
+            ET.SubElement(case, "failure", message=f"suite {name}: {verdict}").text = tail
+    guest.set("tests", str(len(guest)))
+    guest.set("failures", str(failures))
+    start = Path(since).stat().st_mtime if since else 0
+    for vpath in sorted((res / "logs").glob("*.verdicts.json")):
+        if vpath.stat().st_mtime < start:
+            continue
+        verdicts = json.loads(vpath.read_text())
+        run = vpath.name[: -len(".verdicts.json")]
+        suite = ET.SubElement(root, "testsuite", name=run)
+        nfail = nerr = nskip = 0
+        for test, verdict in sorted(verdicts.items()):
+            cls, _, meth = test.rpartition(".")
+            case = ET.SubElement(suite, "testcase", classname=f"{run}.{cls}", name=meth)
+            if verdict in ("FAIL", "unexpected success"):
+                nfail += 1
+                ET.SubElement(case, "failure", message=verdict)
+            elif verdict == "ERROR":
+                nerr += 1
+                ET.SubElement(case, "error", message=verdict)
+            elif verdict in ("skipped", "expected failure"):
+                nskip += 1
+                ET.SubElement(case, "skipped", message=verdict)
+        suite.set("tests", str(len(verdicts)))
+        suite.set("failures", str(nfail))
+        suite.set("errors", str(nerr))
+        suite.set("skipped", str(nskip))
+    ET.indent(root)
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+    return 0
+
+
 def main(argv):
     cmds = {"unittest": unittest_cmd, "ratchet": ratchet_cmd, "grow": grow_cmd,
-            "stock-clean": stock_clean_cmd, "stock-compare": stock_compare_cmd, "summary": summary_cmd}
+            "stock-clean": stock_clean_cmd, "stock-compare": stock_compare_cmd, "summary": summary_cmd,
+            "junit": junit_cmd}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__, file=sys.stderr)
         return 2

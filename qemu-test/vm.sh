@@ -7,7 +7,7 @@
 # Results land in build/results/ (the guest's only writable host directory).
 source "$(dirname "$0")/../scripts/lib.sh"
 
-mode=${1:?usage: vm.sh MODE [plain|debug] (vm.sh ab OLD.ko [plain|debug])}
+mode=${1:?usage: vm.sh MODE [plain|debug] (vm.sh ab OLD.ko [plain|debug]) (vm.sh exec CMD [ARGS...])}
 # The modes are guest/main.sh's (each a case of its own), plus `shell` and
 # `wire` (two guests, whose main.sh modes are wire-oxe and wire-rxe). An
 # unknown one is refused here, before a guest boots for nothing.
@@ -16,6 +16,15 @@ case " $modes shell wire " in
 *" $mode "*) ;;
 *) die "unknown mode '$mode'; the modes: $modes shell wire" ;;
 esac
+# `exec` takes a command: it runs in the guest with two oxe devices up, and
+# its status is vm.sh's (docs/ci.md). The kernel is OXE_KERNEL's (plain).
+exec_cmd=()
+if [ "$mode" = exec ]; then
+    shift
+    [ $# -gt 0 ] || die "usage: vm.sh exec CMD [ARGS...]"
+    exec_cmd=("$@")
+    set -- exec
+fi
 # `ab` takes the other build of oxe.ko first: it and this checkout's take
 # turns in one guest (guest/suites/ab.sh).
 if [ "$mode" = ab ]; then
@@ -27,15 +36,30 @@ test | quick | dp | clients-oxe | hostile | security | same-netns | script | ulp
 *) default_flavour=plain ;;
 esac
 flavour=${2:-${OXE_KERNEL:-$default_flavour}}
-kdir=$("$OXE_TOP/scripts/kernel.sh" dir "$flavour")
+# OXE_KDIR boots a kernel tree of your own instead (every mode; its oxe.ko
+# from `make module KDIR=...`, in build/module-kdir). Mode `own` is the
+# checks of such a tree alone.
+[ "$mode" != own ] || [ -n "${OXE_KDIR:-}" ] || die "mode own boots the tree OXE_KDIR names: set it"
+if [ -n "${OXE_KDIR:-}" ]; then
+    flavour=kdir
+    kdir=$(realpath "$OXE_KDIR")
+    [ -f "$kdir/arch/x86/boot/bzImage" ] || die "OXE_KDIR=$kdir has no arch/x86/boot/bzImage: build the kernel there first"
+else
+    kdir=$("$OXE_TOP/scripts/kernel.sh" dir "$flavour")
+    [ -f "$kdir/.oxe-built" ] || die "$flavour kernel not built: run 'make kernel-$flavour'"
+fi
 # OXE_MODULE boots another build of oxe.ko (an older commit's, to show a
 # test fails there).
 module=${OXE_MODULE:-$(module_dir "$flavour")/oxe.ko}
 rdma=$("$OXE_TOP/scripts/rdma-core.sh" dir)
-[ -f "$kdir/.oxe-built" ] || die "$flavour kernel not built: run 'make kernel-$flavour'"
 [ -f "$rdma/.oxe-built" ] || die "rdma-core not built: run 'make rdma-core'"
 results=$OXE_TOP/build/results
 mkdir -p "$results"
+rm -f "$results/exec-cmd.sh" "$results/exec-status"
+if [ "$mode" = exec ]; then
+    # The command as given, quoted for the guest's shell, run where vm.sh was.
+    printf 'cd %q && exec %s\n' "$PWD" "$(printf '%q ' "${exec_cmd[@]}")" >"$results/exec-cmd.sh"
+fi
 
 # TCG unless a probe proves KVM boots here (it hangs on these machines: QEMU trips
 # over MSR 0x10a). The verdict is cached per host boot and kernel build.
@@ -70,7 +94,7 @@ install_module() { # kdir module
     install -D -m0644 "$2" "$mods/lib/modules/0.0.0/extra/oxe.ko"
     depmod -b "$mods" 0.0.0
 }
-[ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'"
+[ -f "$module" ] || die "oxe.ko for the $flavour kernel not built: run 'make module-$flavour'$([ "$flavour" = kdir ] && echo " KDIR=$kdir")"
 # One guest at a time per machine (but for `wire`'s two): the module
 # directory is shared by every checkout, and two TCG guests on two cores
 # only slow each other down (scripts/guests.sh says by how much).
@@ -96,7 +120,11 @@ env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kd
 # changes while a guest runs: the module and the provider are installed
 # before it boots, and results go to their own, uncached, mount.
 boot_args=(--append "tsc=reliable" --append "rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=loose")
-vng_args=(--run "$kdir" $acc --cpus 2 --memory 4G --rwdir "$results" --cwd "$OXE_TOP" "${boot_args[@]}")
+# OXE_CPUS and OXE_MEM size the guest; OXE_RWDIR names more host directories
+# it may write (the root is read-only).
+vng_args=(--run "$kdir" $acc --cpus "${OXE_CPUS:-2}" --memory "${OXE_MEM:-4G}" --rwdir "$results"
+    --cwd "$OXE_TOP" "${boot_args[@]}")
+for d in ${OXE_RWDIR:-}; do vng_args+=(--rwdir "$d"); done
 # rdma_rw's force_mr is read-only once ib_core (built in) is up: the boot sets it.
 # That guest also tracks leaks (kernel-debug.fragment says why only that one).
 [ "$mode" = force-mr ] && vng_args+=(--append "ib_core.force_mr=1" --append "kmemleak=on")
@@ -112,6 +140,9 @@ wire_nic() { # local_port remote_port mac
 }
 peer_pid=
 rm -f "$results/.guest-status" "$results/guest-checks.txt"
+# The unittest runs of this guest are the ones newer than this (junit).
+touch "$results/.guest-start"
+junit_mode=$mode
 # Every other guest gets a spare virtio NIC whose frames go to a host port
 # nobody listens on: a real NIC for the suites to move between namespaces
 # (namespace deletion hands it back to the initial one, a veth it would
@@ -163,6 +194,8 @@ while read -r name verdict; do
     fi
 done <"$results/guest-checks.txt" 2>/dev/null
 is_record_mode && "$OXE_TOP/qemu-test/results.py" summary "$results/suites" "$results/summary.json"
+[ -f "$results/guest-checks.txt" ] &&
+    "$OXE_TOP/qemu-test/results.py" junit "$results" "$results/junit-$junit_mode.xml" "$results/.guest-start"
 status=$(cat "$results/.guest-status" 2>/dev/null || echo "no status: the guest did not finish")
 if [ -n "$peer_pid" ]; then
     # The rxe guest ends on its own (its waits time out); bounded here too.
@@ -180,5 +213,13 @@ if [ -n "$peer_pid" ]; then
         cat "$peer_results"/logs/suite-*.log 2>/dev/null || true
         [ "$status" = ok ] && status="the rxe guest: $peer_status"
     fi
+fi
+if [ "$mode" = exec ]; then
+    rc=$(cat "$results/exec-status" 2>/dev/null || echo 125)
+    if [ "$status" != ok ]; then
+        log "guest exec: $status (build/results/logs/ has the kernel log)"
+        [ "$rc" != 0 ] || rc=1
+    fi
+    exit "$rc"
 fi
 [ "$status" = ok ] || die "guest $mode failed: $status"

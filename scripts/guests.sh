@@ -55,14 +55,40 @@ missing_suites() { # mode
 }
 
 rm -f "$results/failures.txt"
-for run in "test debug" "force-mr debug" "wire debug" "yardstick plain"; do
-    # shellcheck disable=SC2086 # mode and flavour
-    "$top/scripts/timed.sh" "$results/timings.txt" "guest: $run kernel (whole boot)" "$top/qemu-test/vm.sh" $run
+# The `own` guest boots the tree oxe was built against through KDIR: the
+# developer's (OXE_KDIR), or else the stand-in make test built. With the
+# developer's, every guest boots it, but the wire's, whose rxe end is the
+# cached plain kernel.
+runs=("test debug" "force-mr debug" "wire debug" "own kdir" "yardstick plain")
+own_kdir=${OXE_KDIR:-$("$top/scripts/kernel.sh" dir own)}
+[ -n "${OXE_KDIR:-}" ] && runs=("test kdir" "force-mr kdir" "own kdir" "yardstick kdir")
+for run in "${runs[@]}"; do
+    if [ "${run#* }" = kdir ]; then
+        OXE_KDIR=$own_kdir "$top/scripts/timed.sh" "$results/timings.txt" \
+            "guest: ${run% *} on $own_kdir (whole boot)" "$top/qemu-test/vm.sh" "${run% *}"
+    else
+        # shellcheck disable=SC2086 # mode and flavour
+        OXE_KDIR= "$top/scripts/timed.sh" "$results/timings.txt" "guest: $run kernel (whole boot)" \
+            "$top/qemu-test/vm.sh" $run
+    fi
     rc=$?
     cat "$results/guest-checks.txt" >>"$results/checks.txt" 2>/dev/null
     [ -f "$results/guest-checks.txt" ] && keep_failures "${run% *}"
     missing_suites "${run% *}" || rc=1
     [ $rc = 0 ] || echo "guest ${run% *} fail" >>"$results/checks.txt"
 done
+# vm.sh exec as a CI job runs it (docs/ci.md): a command that moves checked
+# data between the two devices and then exits 7 must make vm.sh exit 7, and
+# its JUnit file must show the suite failed.
+"$top/scripts/timed.sh" "$results/timings.txt" "guest: exec plain kernel (whole boot)" \
+    "$top/qemu-test/vm.sh" exec "$top/qemu-test/guest/exec_probe.sh" 7
+rc=$?
+if [ $rc = 7 ] && grep -q 'exec_probe: 50 checked ping-pongs' "$results/logs/suite-exec.log" &&
+    grep -q '<failure message="suite exec: fail"' "$results/junit-exec.xml"; then
+    echo "vm_exec pass" >>"$results/checks.txt"
+else
+    echo "vm_exec fail" >>"$results/checks.txt"
+    echo "--- vm_exec: vm.sh exec exited $rc, not 7, or its log or junit-exec.xml is wrong" >>"$results/failures.txt"
+fi
 "$top/qemu-test/results.py" stock-compare "$results/logs/rdma-core-oxe0.verdicts.json" \
     "$results/logs/rdma-core-rxe0.verdicts.json" || true

@@ -71,6 +71,7 @@ run_suite() { # name function args...
     dmesg_check "$name" || rc=1
     # For make test's closing table of where the time went.
     printf '  suite %s (%s kernel)\t%d\n' "$name" "${OXE_FLAVOUR:-?}" $((SECONDS - t0)) >>"$OXE_RESULTS/timings.txt"
+    echo "$name $((SECONDS - t0))" >>"$OXE_RESULTS/guest-times.txt"
     if [ $rc != 0 ]; then
         FAILED+=("$name")
         echo "$name fail" >>"$OXE_RESULTS/guest-checks.txt"

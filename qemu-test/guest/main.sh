@@ -4,7 +4,7 @@
 source "$(dirname "$0")/lib.sh"
 for f in "$GUEST"/suites/*.sh; do source "$f"; done
 mode=${1:?mode}
-rm -f "$OXE_RESULTS/guest-checks.txt"
+rm -f "$OXE_RESULTS/guest-checks.txt" "$OXE_RESULTS/guest-times.txt"
 
 # The suites that need oxe's data path (QPs, CQs, traffic): the standard clients
 # between two oxe devices and against rxe in both roles, payload and
@@ -71,6 +71,25 @@ test)
     [ "$OXE_DATA_PATH" = 1 ] && oxe_data_suites
     # Last: every device deleted and oxe unloaded, then what is left over.
     # Its dmesg check also covers whatever the removal logged.
+    run_suite teardown suite_teardown
+    ;;
+exec)
+    # vm.sh exec CMD...: a CI job's command, with oxe0 on veth0 here and
+    # oxe1 on veth1 in netns peer (docs/ci.md).
+    net_setup
+    pair_links oxe0 oxe1 || FAILED+=("exec-setup")
+    run_suite exec suite_exec
+    ;;
+own)
+    # Booted from a kernel tree given as OXE_KDIR, oxe built against it with
+    # `make module KDIR=...` (make test: the stand-in tree built with O=
+    # outside oxe's cache, qemu-test/kernel-own.fragment).
+    run_suite module_load suite_module_load
+    rdma system set netns shared 2>/dev/null || true
+    net_setup
+    run_suite install suite_install veth0
+    run_suite datapath_smoke_oxe0 suite_datapath_smoke oxe0
+    run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
     run_suite teardown suite_teardown
     ;;
 force-mr)
