@@ -350,27 +350,35 @@ class HostilePeer(unittest.TestCase):
         self.assertEqual(r.psn if r else None, RQ_PSN + 1)
         self.assertEqual(self.state(qp), ibv_qp_state.IBV_QPS_RTS)
 
+    @staticmethod
+    def packets_sent():
+        with open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets') as f:
+            return int(f.read())
+
+    def start_long_read(self, size):
+        """A QP the peer sends one READ of `size` bytes of a new MR, once
+        its first response is here: (qp, mr, packets sent before it)."""
+        qp = self.connected_qp()
+        big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
+        before = self.packets_sent()
+        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
+                                         rf.reth(big.buf, big.rkey, size)))
+        first = self.peer.expect(rf.RC_READ_RESPONSE_FIRST)
+        self.assertEqual(first.psn if first else None, RQ_PSN)
+        return qp, big, before
+
     def test_long_read_is_answered_in_bursts(self):
         """One READ of 256 MiB (262,144 responses) used to be built whole
         under the QP's lock before anything was sent. Answered in bursts,
         the QP can be destroyed while it is under way, and then nothing
         more is sent."""
         size = 256 << 20
-        qp = self.connected_qp()
-        big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
-        def sent():
-            with open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets') as f:
-                return int(f.read())
-        before = sent()
-        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
-                                         rf.reth(big.buf, big.rkey, size)))
-        first = self.peer.expect(rf.RC_READ_RESPONSE_FIRST)
-        self.assertEqual(first.psn if first else None, RQ_PSN)
+        qp, big, before = self.start_long_read(size)
         self.qps.remove(qp)
         qp.close()
-        stopped = sent()
+        stopped = self.packets_sent()
         time.sleep(QUIET)
-        self.assertEqual(sent(), stopped, 'responses went on after the QP was destroyed')
+        self.assertEqual(self.packets_sent(), stopped, 'responses went on after the QP was destroyed')
         self.assertLess(stopped - before, size // 1024, 'the whole READ went out before the destroy')
         big.close()
 
@@ -382,23 +390,14 @@ class HostilePeer(unittest.TestCase):
         would time out and retry into the same error instead of completing
         with REM_ACCESS_ERR."""
         size = 256 << 20
-        qp = self.connected_qp()
-        big = MR(self.pd, size, acc.IBV_ACCESS_REMOTE_READ)
         # Room for the responses that come before the NAK (SO_RCVBUFFORCE).
         self.peer.udp.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)
-        def sent():
-            with open(f'/sys/class/infiniband/{DEV}/ports/1/counters/port_xmit_packets') as f:
-                return int(f.read())
-        before = sent()
-        self.peer.inject(OXE_IP, rf.roce(rf.RC_RDMA_READ_REQUEST, qp.qp_num, RQ_PSN,
-                                         rf.reth(big.buf, big.rkey, size)))
-        first = self.peer.expect(rf.RC_READ_RESPONSE_FIRST)
-        self.assertEqual(first.psn if first else None, RQ_PSN)
+        qp, big, before = self.start_long_read(size)
         big.close()
         nak = self.peer.expect(rf.RC_ACKNOWLEDGE, timeout=60.0)
         self.assertIsNotNone(nak, 'no NAK after the READ\'s MR went')
         self.assertEqual(nak.syndrome, rf.NAK_REMOTE_ACCESS)
-        responses = sent() - before - 1
+        responses = self.packets_sent() - before - 1
         self.assertGreater(responses, 0)
         self.assertLess(responses, size // 1024, 'the whole READ went out before the dereg')
         self.assertEqual((nak.psn - RQ_PSN) & 0xFFFFFF, responses,
