@@ -25,7 +25,7 @@ TIMED = scripts/timed.sh $(RESULTS)/timings.txt
 
 .PHONY: help run test bench shell deps kernel kernel-plain kernel-debug kernel-own module module-plain module-debug \
 	module-kdir kmod kmod-plain kmod-debug kmod-kdir install install-module install-provider \
-	rdma-core provider guest-tools host-test check fmt fuzz expectations clean distclean
+	rdma-core rdma-core-65 provider provider-65 guest-tools host-test check fmt fuzz expectations clean distclean
 
 help:
 	@echo 'oxe: a software RoCE v2 RDMA device (kernel module + rdma-core provider).'
@@ -58,14 +58,32 @@ kernel-plain kernel-debug kernel-own: deps
 
 rdma-core: deps
 	@scripts/rdma-core.sh build >/dev/null
+# rdma-core v65, the newest Debian ships: the provider's other ABI, tested on
+# the host (host-test) and with rdma-core 65's stock tests (the stock65 guest).
+rdma-core-65: deps
+	@OXE_RDMA_CORE_VERSION=65 scripts/rdma-core.sh build >/dev/null
 
 # The provider builds against the configured rdma-core tree and is installed into
-# its build/lib, where the oxe.driver file (rdma-core-patches/0001) points.
+# its build/lib, where the oxe.driver file (rdma-core-patches/0001) points, under
+# the name of that tree's provider ABI (liboxe-rdmav59.so for v59, 65 for v65).
+# OXE_RDMA_CORE_VERSION=65 (in the environment) selects rdma-core v65 for every
+# target, the guests' included; a build for v65 has a cargo target directory of
+# its own, so that the two never overwrite each other. provider-65 builds that
+# one whatever the variable says.
 RDMA_CORE_DIR = $$(scripts/rdma-core.sh dir)
+PROVIDER_LIB = -l:liboxe-rdmav$$(scripts/rdma-core.sh pabi).so
+OXE_RDMA_CORE_VERSION ?= 59
+export OXE_RDMA_CORE_VERSION
+provider_target = provider/target$(if $(filter-out 59,$(1)),/rdma-core-$(1))
+PROVIDER_TARGET = $(call provider_target,$(OXE_RDMA_CORE_VERSION))
 provider: rdma-core
 	@rc=$(RDMA_CORE_DIR) && \
-	OXE_RDMA_CORE=$$rc cargo build -q --release --manifest-path provider/Cargo.toml && \
-	install -m0755 provider/target/release/liboxe_rdmav59.so $$rc/build/lib/liboxe-rdmav59.so
+	OXE_RDMA_CORE=$$rc CARGO_TARGET_DIR=$(PROVIDER_TARGET) \
+		cargo build -q --release --manifest-path provider/Cargo.toml && \
+	install -m0755 $(PROVIDER_TARGET)/release/liboxe_rdmav59.so \
+		$$rc/build/lib/liboxe-rdmav$$(scripts/rdma-core.sh pabi).so
+provider-65: rdma-core-65
+	@$(MAKE) -s provider OXE_RDMA_CORE_VERSION=65
 
 # The module builds against each cached kernel tree, from this tree (Kbuild),
 # into build/module-<flavour>/ (MO=): the two kernels need their own bindings.
@@ -110,7 +128,7 @@ kmod-kdir:
 #   oxe.ko through the kernel tree's modules_install into
 #     $(INSTALL_MOD_PATH)/lib/modules/<release>/updates, then depmod, so that
 #     `rdma link add NAME type oxe netdev DEV` loads it by its alias;
-#   the provider into an rdma-core installation: liboxe-rdmav59.so into
+#   the provider into an rdma-core installation: liboxe-rdmav<ABI>.so into
 #     $(IBV_PROVIDER_DIR), oxe.driver into $(IBV_CONFIG_DIR), oxedv.h into
 #     $(includedir)/infiniband and liboxe.pc into $(libdir)/pkgconfig, each under
 #     $(DESTDIR).
@@ -132,18 +150,26 @@ install-provider:
 		"$(includedir)" "$(libdir)" "$(OXE_VERSION)" "$(prefix)"
 
 # Userspace tests that need no guest: the setup logic, oxe-core, the provider.
-host-test: provider
+host-test: provider provider-65
 	@mkdir -p $(RESULTS) && scripts/test-setup.sh >$(RESULTS)/setup-tests.log 2>&1 || { cat $(RESULTS)/setup-tests.log; exit 1; }
 	@cargo test -q --manifest-path rust/core/Cargo.toml
-	@OXE_RDMA_CORE=$(RDMA_CORE_DIR) cargo test -q --release --manifest-path provider/Cargo.toml
+	@OXE_RDMA_CORE=$(RDMA_CORE_DIR) CARGO_TARGET_DIR=$(PROVIDER_TARGET) \
+		cargo test -q --release --manifest-path provider/Cargo.toml
+	@# The provider against rdma-core v65 too, in its own target directory.
+	@OXE_RDMA_CORE=$$(OXE_RDMA_CORE_VERSION=65 scripts/rdma-core.sh dir) \
+		CARGO_TARGET_DIR=$(call provider_target,65) \
+		cargo test -q --release --manifest-path provider/Cargo.toml
 	@cd qemu-test/bench && out=$$(PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 test_report.py 2>&1) || \
 		{ echo "$$out"; exit 1; }
 
-check: rdma-core
+check: rdma-core rdma-core-65
 	@export OXE_RDMA_CORE=$(RDMA_CORE_DIR); for d in rust/core rust/core/fuzz provider; do \
 		cargo fmt --manifest-path $$d/Cargo.toml -- --check && \
 		cargo clippy -q --manifest-path $$d/Cargo.toml --all-targets -- -D warnings || exit 1; \
 	done
+	@OXE_RDMA_CORE=$$(OXE_RDMA_CORE_VERSION=65 scripts/rdma-core.sh dir) \
+		CARGO_TARGET_DIR=$(call provider_target,65) \
+		cargo clippy -q --manifest-path provider/Cargo.toml --all-targets -- -D warnings
 	@rustfmt --edition 2021 --check $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
 	@python3 scripts/check_layers.py .
 	@python3 scripts/check_prose.py .
@@ -186,13 +212,13 @@ guest-tools: provider
 		-lpthread -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/inline_recv_qp \
 		qemu-test/clients/inline_recv_qp.c -Iprovider/include -I$$rc/build/include \
-		-L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs -Wl,-rpath,$$rc/build/lib
+		-L$$rc/build/lib $(PROVIDER_LIB) -libverbs -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -DWITH_OXEDV -o build/rc_xfer_mkey \
 		qemu-test/clients/rc_xfer.c -Iprovider/include -I$$rc/build/include -L$$rc/build/lib \
-		-l:liboxe-rdmav59.so -lrdmacm -libverbs -Wl,-rpath,$$rc/build/lib
+		$(PROVIDER_LIB) -lrdmacm -libverbs -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && for t in mkey_qp mkey_inflight; do \
 		gcc -O2 -Wall -Wextra -o build/$$t qemu-test/clients/$$t.c -Iprovider/include \
-		-I$$rc/build/include -L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs \
+		-I$$rc/build/include -L$$rc/build/lib $(PROVIDER_LIB) -libverbs \
 		-Wl,-rpath,$$rc/build/lib || exit 1; done
 
 run: $(if $(KDIR),module-kdir,module-plain) provider
@@ -215,7 +241,8 @@ ifeq ($(KDIR),)
 	@$(TIMED) "kernel, own (the stand-in for KDIR)" $(MAKE) -s kernel-own
 endif
 	@$(TIMED) "rdma-core" $(MAKE) -s rdma-core
-	@$(TIMED) "module (each kernel), provider, guest tools" $(MAKE) -s module kmod provider guest-tools
+	@$(TIMED) "rdma-core 65 (the provider's other ABI)" $(MAKE) -s rdma-core-65
+	@$(TIMED) "module (each kernel), provider, guest tools" $(MAKE) -s module kmod provider provider-65 guest-tools
 ifeq ($(KDIR),)
 	@$(TIMED) "module, KDIR=the own tree" $(MAKE) -s module-kdir kmod-kdir KDIR=$$(scripts/kernel.sh dir own)
 endif
@@ -237,7 +264,7 @@ bench: module-plain provider guest-tools
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -o build/mr_bench qemu-test/bench/mr_bench.c \
 		-I$$rc/build/include -L$$rc/build/lib -libverbs -Wl,-rpath,$$rc/build/lib
 	@rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/mkey_bench qemu-test/bench/mkey_bench.c \
-		-Iprovider/include -I$$rc/build/include -L$$rc/build/lib -l:liboxe-rdmav59.so -libverbs \
+		-Iprovider/include -I$$rc/build/include -L$$rc/build/lib $(PROVIDER_LIB) -libverbs \
 		-Wl,-rpath,$$rc/build/lib
 	@qemu-test/vm.sh bench plain
 	@qemu-test/bench/report.py $(RESULTS) docs/benchmarks.md

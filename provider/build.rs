@@ -36,6 +36,18 @@ fn main() {
     generate_bindings(&include, &abi_dir);
     compile_glue(&include, &abi_dir);
 
+    // rdma-core's private provider ABI, which its release bumps when a
+    // provider-facing interface changes: it names the libibverbs version
+    // node the helpers bind to, the provider's file (lib<name>-rdmav<N>.so)
+    // and the registration symbol. What differs between the ABIs oxe
+    // supports is in src/ffi/pabi.rs, behind `oxe_pabi_64`.
+    let pabi = provider_abi(&include);
+    println!("cargo:rustc-check-cfg=cfg(oxe_pabi_64)");
+    if pabi >= 64 {
+        println!("cargo:rustc-cfg=oxe_pabi_64");
+    }
+    println!("cargo:rustc-env=OXE_PABI={pabi}");
+
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=dylib=ibverbs");
     // The same run path rdma-core gives its in-place providers. A process
@@ -44,7 +56,7 @@ fn main() {
     // tree's libibverbs rather than the system's older one.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     // Like rdma-core's own providers: every symbol must resolve at link time
-    // (the ibv_cmd_* helpers live in libibverbs' IBVERBS_PRIVATE_59 node).
+    // (the ibv_cmd_* helpers live in libibverbs' IBVERBS_PRIVATE_<ABI> node).
     println!("cargo:rustc-cdylib-link-arg=-Wl,--no-undefined");
     // The direct verbs' version node (`src/ffi/oxedv.rs` binds each symbol
     // to it), and the name the library is installed under, which programs
@@ -55,14 +67,34 @@ fn main() {
         "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
         map.display()
     );
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,liboxe-rdmav59.so");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,liboxe-rdmav{pabi}.so");
 }
 
-/// The configured in-place rdma-core v59 tree, from `OXE_RDMA_CORE`.
+/// The tree's `IBVERBS_PABI_VERSION` (its `config.h`): 59 for rdma-core
+/// v59 to v63, 65 for v65.
+fn provider_abi(include: &Path) -> u32 {
+    let config = include.join("config.h");
+    let text =
+        std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{}: {e}", config.display()));
+    let pabi = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#define IBVERBS_PABI_VERSION "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{} defines no IBVERBS_PABI_VERSION", config.display()));
+    if pabi != 59 && pabi != 65 {
+        panic!(
+            "rdma-core's provider ABI {pabi} is not one oxe's provider is built and \
+             tested against: 59 (rdma-core v59 to v63) or 65 (rdma-core v65)"
+        );
+    }
+    pabi
+}
+
+/// The configured in-place rdma-core tree (v59, or v65), from `OXE_RDMA_CORE`.
 fn rdma_core_top() -> PathBuf {
     let Some(top) = env::var_os("OXE_RDMA_CORE") else {
         panic!(
-            "OXE_RDMA_CORE is not set: point it at the top of an rdma-core v59 tree \
+            "OXE_RDMA_CORE is not set: point it at the top of an rdma-core tree \
              configured and built in place (cmake -DIN_PLACE=1, ninja), e.g. \
              OXE_RDMA_CORE=$(scripts/rdma-core.sh dir)"
         );

@@ -24,9 +24,16 @@ module() { # kdir root
 
 provider() { # destdir provider_dir config_dir includedir libdir version prefix
     local dest=$1 pdir=$2 cdir=$3 incdir=$4 libdir=$5 version=$6 prefix=$7
-    local so=$OXE_TOP/provider/target/release/liboxe_rdmav59.so
+    # The build for OXE_RDMA_CORE_VERSION (the Makefile's provider_target).
+    local target=$OXE_TOP/provider/target name
+    [ "$OXE_RDMA_CORE_VERSION" = 59 ] || target=$target/rdma-core-$OXE_RDMA_CORE_VERSION
+    local so=$target/release/liboxe_rdmav59.so
     [ -f "$so" ] || die "the provider is not built: run make provider first"
-    install -D -m0755 "$so" "$dest$pdir/liboxe-rdmav59.so"
+    # Installed under its soname, liboxe-rdmav<ABI>.so: the ABI of the
+    # rdma-core it was built against, which libibverbs asks for by name.
+    name=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+    [ -n "$name" ] || die "$so has no soname"
+    install -D -m0755 "$so" "$dest$pdir/$name"
     # A bare name: libibverbs opens lib<name>-rdmav<ABI>.so in its provider
     # directory, which is where it went.
     install -d "$dest$cdir"
@@ -49,7 +56,7 @@ Description: oxe's direct verbs (oxedv.h): indirect keys and inline receive on t
 Version: $version
 Requires: libibverbs
 Cflags: -I\${includedir}
-Libs: -L\${providerdir} -l:liboxe-rdmav59.so -Wl,-rpath,\${providerdir}
+Libs: -L\${providerdir} -l:$name -Wl,-rpath,\${providerdir}
 EOF
     log "installed the provider into $dest$pdir, oxe.driver into $dest$cdir"
 }

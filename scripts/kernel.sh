@@ -7,20 +7,14 @@
 source "$(dirname "$0")/lib.sh"
 
 fetch_source() {
-    local dir=$OXE_CACHE/kernel-src
-    mkdir -p "$dir/apt/lists/partial" "$dir/apt/archives/partial"
+    local dir=$OXE_CACHE/kernel-src mirror
+    mkdir -p "$dir/apt"
     # A private sources list: trixie is never added to the system's apt sources.
     # Same mirror as the machine's own bookworm entries.
-    local mirror
-    # (grep exits 2 when /etc/apt/sources.list does not exist, as on deb822-only
-    # machines; under pipefail that must not end the script.)
-    mirror=$({ grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true; } |
-        head -n1 | tr -d ' ')
-    mirror=${mirror:-http://deb.debian.org/debian}
-    echo "deb ${mirror%/} trixie-backports main" >"$dir/apt/sources.list"
-    local apt_opts=(-o "Dir::Etc::SourceList=$dir/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-        -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt" -o Dir::State::Status=/dev/null
-        -o APT::Sandbox::User=root)
+    mirror=$(debian_mirror)
+    echo "deb $mirror trixie-backports main" >"$dir/apt/sources.list"
+    local apt_opts
+    mapfile -t apt_opts < <(private_apt_opts "$dir/apt")
     if [ -n "$(kernel_deb)" ]; then
         return
     fi

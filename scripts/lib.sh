@@ -24,11 +24,38 @@ KMAKE=(make LLVM=$KLLVM RUSTC=$KRUSTC BINDGEN=$TOOLS/bin/bindgen)
 
 # Kernel source: the 7.3 series from Debian trixie-backports.
 KSRC_PKG=linux-source-7.3
-# rdma-core v59 ships complete inside the pyverbs sdist.
+# rdma-core: v59 by default, or v65 (OXE_RDMA_CORE_VERSION=65), the newest
+# Debian ships. v59 ships complete inside the pyverbs sdist on PyPI; v65 is
+# Debian's orig tarball (source package rdma-core 65.0-1.1, in sid and forky).
+OXE_RDMA_CORE_VERSION=${OXE_RDMA_CORE_VERSION:-59}
 PYVERBS_VERSION=59.0
 PYVERBS_SHA256=b30d56bb620b3d3b4301876f9a04c964be1c76cc6553a451e1465f1c6ac9f20e
+RDMA_CORE65_DEB_VERSION=65.0-1.1
+RDMA_CORE65_SHA256=f6ba3d8b2c4aa334c5c883c1ad0772de339011123cff4fb1db32ae7a443fb7ca
 
 log() { printf '[oxe] %s\n' "$*" >&2; }
+
+# The Debian mirror the machine's own apt sources use (deb.debian.org if
+# none is found), for the private source lists that fetch what bookworm
+# lacks without adding a suite to the system's sources.
+debian_mirror() {
+    local mirror
+    # (grep exits 2 when /etc/apt/sources.list does not exist, as on deb822-only
+    # machines; under pipefail that must not end the script.)
+    mirror=$({ grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true; } |
+        head -n1 | tr -d ' ')
+    mirror=${mirror:-http://deb.debian.org/debian}
+    echo "${mirror%/}"
+}
+
+# apt-get's options for a private sources list in DIR (written by the caller
+# to DIR/sources.list), with lists and archives kept there too.
+private_apt_opts() { # dir
+    mkdir -p "$1/lists/partial" "$1/archives/partial"
+    printf '%s\n' -o "Dir::Etc::SourceList=$1/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+        -o "Dir::State::Lists=$1/lists" -o "Dir::Cache=$1" -o Dir::State::Status=/dev/null \
+        -o APT::Sandbox::User=root
+}
 die() { printf '[oxe] error: %s\n' "$*" >&2; exit 1; }
 
 # Hash of a set of files (content and names), for cache keys.

@@ -9,21 +9,23 @@
 #
 # It shows that, with no provider environment variables:
 #   * the tree's ibv_devices lists oxe0: build/etc/libibverbs.d/oxe.driver was
-#     read, liboxe-rdmav59.so loaded, the name matched and the ABI accepted;
+#     read, liboxe-rdmav<ABI>.so loaded, the name matched and the ABI accepted;
 #   * a device with another uverbs ABI version is refused;
 #   * opening oxe0 runs the provider's alloc_context; /dev/null swallows the
 #     GET_CONTEXT command and answers nothing, so the provider must refuse
 #     the empty (ABI version 0) reply with EPROTO and clean up.
 #
 # Needs root (unshare -m, mknod) and a tree with the oxe patch applied and
-# the provider installed as build/lib/liboxe-rdmav59.so.
+# the provider installed as build/lib/liboxe-rdmav<ABI>.so (the tree's
+# IBVERBS_PABI_VERSION: 59 for v59, 65 for v65).
 # Usage: OXE_RDMA_CORE=<rdma-core top> provider/tests/fake-device.sh
 set -euo pipefail
 
 top=${OXE_RDMA_CORE:?set OXE_RDMA_CORE to the rdma-core tree}
 build=$top/build
 [ -f "$build/etc/libibverbs.d/oxe.driver" ] || { echo "no oxe.driver: is the patch applied?" >&2; exit 1; }
-[ -f "$build/lib/liboxe-rdmav59.so" ] || { echo "provider not installed in $build/lib" >&2; exit 1; }
+pabi=$(sed -n 's/^#define IBVERBS_PABI_VERSION //p' "$build/include/config.h")
+[ -f "$build/lib/liboxe-rdmav$pabi.so" ] || { echo "provider not installed in $build/lib" >&2; exit 1; }
 
 if [ "${1:-}" != --inside ]; then
     sys=$(mktemp -d)

@@ -2,13 +2,14 @@
 
 //! Host smoke tests of the built provider library: no oxe device, no
 //! pyverbs, no C. They check what libibverbs relies on when it
-//! `dlopen()`s `liboxe-rdmav59.so`:
+//! `dlopen()`s `liboxe-rdmav<ABI>.so`:
 //!
 //! * the library exports nothing (like rdma-core's C providers, whose
 //!   `provider.map` is `local: *`): libibverbs finds it only through its
 //!   constructor, and no symbol can clash with another provider's;
 //! * it imports only libc/libgcc and libibverbs' private provider ABI of
-//!   version 59, and exactly the helpers the implemented verbs need;
+//!   the tree it is built against (`OXE_PABI`, from build.rs), and exactly
+//!   the helpers the implemented verbs need;
 //! * it loads, with every import resolved, against the configured rdma-core
 //!   tree's libibverbs (which also runs the registering constructor).
 //!
@@ -119,8 +120,10 @@ fn imports_only_libc_and_the_private_verbs_abi() {
         let (name, version) = sym.split_once('@').unwrap_or((sym, ""));
         if version.starts_with("IBVERBS") {
             assert_eq!(
-                version, "IBVERBS_PRIVATE_59",
-                "{name} binds to libibverbs' {version}, not the provider ABI 59"
+                version,
+                concat!("IBVERBS_PRIVATE_", env!("OXE_PABI")),
+                "{name} binds to libibverbs' {version}, not the provider ABI {}",
+                env!("OXE_PABI")
             );
             verbs.insert(name);
         } else if version.is_empty() {
@@ -163,7 +166,7 @@ fn imports_only_libc_and_the_private_verbs_abi() {
         "ibv_cmd_req_notify_cq",
         "ibv_cmd_rereg_mr",
         "ibv_cmd_resize_cq",
-        "verbs_register_driver_59",
+        concat!("verbs_register_driver_", env!("OXE_PABI")),
         "verbs_set_ops",
         "verbs_uninit_context",
     ]

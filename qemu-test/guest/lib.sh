@@ -3,16 +3,21 @@
 set -uo pipefail
 
 export PATH=$OXE_RDMA_CORE/build/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-# rdma-core v59 (in-place build) serves every verbs client here, Debian's perftest and
-# rdmacm-utils included: Debian's own libibverbs is 44 and knows neither oxe nor ODP.
+# oxe's rdma-core (v59, or v65 in the stock65 guest; in-place build) serves every
+# verbs client here, Debian's perftest and rdmacm-utils included: Debian's own
+# libibverbs is 44 and knows neither oxe nor ODP.
 export LD_LIBRARY_PATH=$OXE_RDMA_CORE/build/lib
 export PYTHONDONTWRITEBYTECODE=1
 # The provider this checkout built serves this guest: `make provider` installs
 # into the rdma-core tree, which every checkout on the machine shares and may
 # reinstall at any time, mid-run included. A bind mount (guest-only) pins ours.
+# Its name carries the tree's provider ABI; the build for v65 has a cargo
+# target directory of its own (Makefile, provider-65).
+pabi=$(sed -n 's/^#define IBVERBS_PABI_VERSION //p' "$OXE_RDMA_CORE/build/include/config.h")
 own_provider=$OXE_TOP/provider/target/release/liboxe_rdmav59.so
-if [ -f "$own_provider" ] && ! mountpoint -q "$OXE_RDMA_CORE/build/lib/liboxe-rdmav59.so"; then
-    mount --bind "$own_provider" "$OXE_RDMA_CORE/build/lib/liboxe-rdmav59.so"
+[ "$pabi" = 59 ] || own_provider=$OXE_TOP/provider/target/rdma-core-$pabi/release/liboxe_rdmav59.so
+if [ -f "$own_provider" ] && ! mountpoint -q "$OXE_RDMA_CORE/build/lib/liboxe-rdmav$pabi.so"; then
+    mount --bind "$own_provider" "$OXE_RDMA_CORE/build/lib/liboxe-rdmav$pabi.so"
 fi
 # Only the providers of the devices a guest has (oxe, rxe): libibverbs dlopens
 # every provider its config directory names (18 in v59) in every verbs process,

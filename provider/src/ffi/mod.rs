@@ -45,6 +45,7 @@ mod lock;
 mod mkey;
 mod mw;
 mod oxedv;
+mod pabi;
 mod qp;
 mod qp_ex;
 mod qp_object;

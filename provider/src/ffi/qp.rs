@@ -228,7 +228,7 @@ pub(crate) unsafe fn create_qp_with(
     // SAFETY: as in `create_qp`, with the `verbs_qp` at offset 0; the
     // command pointer and size cover uverbs' part and oxe's driver data.
     let ret = unsafe {
-        sys::ibv_cmd_create_qp_ex2(
+        super::pabi::cmd_create_qp_ex2(
             context,
             qp.cast::<sys::verbs_qp>(),
             attr,
