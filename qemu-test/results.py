@@ -6,7 +6,9 @@
   results.py ratchet EXPECTED VERDICTS_JSON      fails if a listed test did not pass
   results.py grow EXPECTED VERDICTS_JSON         adds newly passing tests to EXPECTED
   results.py stock-clean VERDICTS_JSON           fails on any FAIL or ERROR among rdma-core's own tests
-  results.py stock-compare OXE_JSON RXE_JSON     rdma-core's own tests: what passes on one device only
+  results.py stock-compare OXE_JSON RXE_JSON [--gate]
+                                                 rdma-core's own tests: what passes on one device only;
+                                                 --gate fails if any passes on rxe only
   results.py summary SUITE_DIR OUT               merges per-suite counts into summary.json
   results.py junit RESULTS OUT [SINCE]           a guest's suites (and each unittest test) as JUnit XML;
                                                  unittest runs only from files newer than SINCE
@@ -98,11 +100,12 @@ def stock_clean_cmd(verdicts_path):
     return 1 if bad else 0
 
 
-def stock_compare_cmd(oxe_path, rxe_path):
+def stock_compare_cmd(oxe_path, rxe_path, gate=None):
     """rdma-core's own tests on oxe against the same tests on rxe in the same
     run (make test's yardstick guest): how many pass on each, and by name
     every test that passes on one and not on the other. A measure, not a
-    gate: the ratchets gate."""
+    gate, unless `--gate` is given: then a test that passes on rxe and not
+    on oxe fails it."""
     try:
         oxe = json.loads(Path(oxe_path).read_text())
         rxe = json.loads(Path(rxe_path).read_text())
@@ -120,7 +123,7 @@ def stock_compare_cmd(oxe_path, rxe_path):
         print(f"  rxe only: {t} (oxe: {oxe.get(t, 'not run')})")
     for t in sorted(o - r):
         print(f"  oxe only: {t} (rxe: {rxe.get(t, 'not run')})")
-    return 0
+    return 1 if gate == "--gate" and r - o else 0
 
 
 def grow_cmd(exp_path, verdicts_path):

@@ -11,7 +11,7 @@ mode=${1:?usage: vm.sh MODE [plain|debug] (vm.sh ab OLD.ko [plain|debug]) (vm.sh
 # The modes are guest/main.sh's (each a case of its own), plus `shell` and
 # `wire` (two guests, whose main.sh modes are wire-oxe and wire-rxe). An
 # unknown one is refused here, before a guest boots for nothing.
-modes=$(grep -oE '^[a-z-]+( \| [a-z-]+)*\)$' "$OXE_TOP/qemu-test/guest/main.sh" | tr -d ')|' | xargs)
+modes=$(grep -oE '^[a-z0-9-]+( \| [a-z0-9-]+)*\)$' "$OXE_TOP/qemu-test/guest/main.sh" | tr -d ')|' | xargs)
 case " $modes shell wire " in
 *" $mode "*) ;;
 *) die "unknown mode '$mode'; the modes: $modes shell wire" ;;

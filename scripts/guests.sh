@@ -59,18 +59,20 @@ rm -f "$results/failures.txt"
 # developer's (OXE_KDIR), or else the stand-in make test built. With the
 # developer's, every guest boots it, but the wire's, whose rxe end is the
 # cached plain kernel.
-runs=("test debug" "force-mr debug" "wire debug" "own kdir" "yardstick plain")
+# The stock65 guest runs rdma-core v65's tests with that tree and the
+# provider built against it (OXE_RDMA_CORE_VERSION=65).
+runs=("test debug" "force-mr debug" "wire debug" "own kdir" "yardstick plain" "stock65 plain")
 own_kdir=${OXE_KDIR:-$("$top/scripts/kernel.sh" dir own)}
-[ -n "${OXE_KDIR:-}" ] && runs=("test kdir" "force-mr kdir" "own kdir" "yardstick kdir")
+[ -n "${OXE_KDIR:-}" ] && runs=("test kdir" "force-mr kdir" "own kdir" "yardstick kdir" "stock65 kdir")
 for run in "${runs[@]}"; do
-    if [ "${run#* }" = kdir ]; then
-        OXE_KDIR=$own_kdir "$top/scripts/timed.sh" "$results/timings.txt" \
-            "guest: ${run% *} on $own_kdir (whole boot)" "$top/qemu-test/vm.sh" "${run% *}"
-    else
-        # shellcheck disable=SC2086 # mode and flavour
-        OXE_KDIR= "$top/scripts/timed.sh" "$results/timings.txt" "guest: $run kernel (whole boot)" \
-            "$top/qemu-test/vm.sh" $run
+    mode=${run% *} flavour=${run#* }
+    vars=(OXE_KDIR= OXE_RDMA_CORE_VERSION=59) args=("$mode" "$flavour") label="$run kernel"
+    if [ "$flavour" = kdir ]; then
+        vars=(OXE_KDIR="$own_kdir" OXE_RDMA_CORE_VERSION=59) args=("$mode") label="$mode on $own_kdir"
     fi
+    [ "$mode" = stock65 ] && vars+=(OXE_RDMA_CORE_VERSION=65)
+    env "${vars[@]}" "$top/scripts/timed.sh" "$results/timings.txt" "guest: $label (whole boot)" \
+        "$top/qemu-test/vm.sh" "${args[@]}"
     rc=$?
     cat "$results/guest-checks.txt" >>"$results/checks.txt" 2>/dev/null
     [ -f "$results/guest-checks.txt" ] && keep_failures "${run% *}"
@@ -92,3 +94,12 @@ else
 fi
 "$top/qemu-test/results.py" stock-compare "$results/logs/rdma-core-oxe0.verdicts.json" \
     "$results/logs/rdma-core-rxe0.verdicts.json" || true
+# On rdma-core v65, every stock test that passes on rxe must pass on oxe.
+echo "rdma-core v65:"
+if "$top/qemu-test/results.py" stock-compare "$results/logs/rdma-core65-oxe0.verdicts.json" \
+    "$results/logs/rdma-core65-rxe0.verdicts.json" --gate; then
+    echo "stock65_oxe_covers_rxe pass" >>"$results/checks.txt"
+else
+    echo "stock65_oxe_covers_rxe fail" >>"$results/checks.txt"
+    echo "--- stock65_oxe_covers_rxe: a v65 stock test passes on rxe and not on oxe" >>"$results/failures.txt"
+fi

@@ -92,6 +92,22 @@ own)
     run_suite kernel_consumer_oxe0 suite_kernel_consumer oxe0 veth0
     run_suite teardown suite_teardown
     ;;
+stock65)
+    # rdma-core v65's own tests, booted with OXE_RDMA_CORE_VERSION=65: every
+    # verbs process here runs that tree's libibverbs and oxe's provider built
+    # against it. On oxe, then on rxe, each held to its own ratchet; oxe's own
+    # tests (tests.test_oxe_*) run in the other guests, on v59.
+    rdma system set netns shared 2>/dev/null || true
+    net_setup
+    export OXE_SKIP_TESTS=tests.test_oxe_
+    rdma link add oxe0 type oxe netdev veth0
+    run_suite rdma_core65_oxe0 suite_rdma_core65 oxe0 veth0 1
+    rdma_reset
+    load_rxe rxe0 veth0
+    run_suite rdma_core65_rxe0 suite_rdma_core65 rxe0 veth0 1
+    unset OXE_SKIP_TESTS
+    run_suite teardown suite_teardown
+    ;;
 force-mr)
     # Booted with ib_core.force_mr=1 (vm.sh): the NVMe-oF target registers
     # its buffers for RDMA READ and WRITE too.

@@ -9,7 +9,8 @@ Vendor tests (mlx5, EFA) are left out: each skips itself unless the device
 is that vendor's, on oxe and rxe alike, but only after its setUp has opened
 the device, about a second a test on a debug guest (142 tests, 120 s).
 
-The v59 build's pyverbs and tests are found under $OXE_RDMA_CORE.
+The pyverbs and tests of the rdma-core build in $OXE_RDMA_CORE (v59, or v65
+in the stock65 guest).
 """
 import os
 import sys

@@ -3,6 +3,11 @@ suite_rdma_core() { # device netdev gid-index
     rdma_core_run "rdma-core-$1" "$1" "$3"
 }
 
+# Suite: rdma-core v65's tests (the stock65 guest), under their own names.
+suite_rdma_core65() { # device netdev gid-index
+    rdma_core_run "rdma-core65-$1" "$1" "$3"
+}
+
 # The tests that must pass with inline receive off as well as on: oxe's
 # enforcement, window and inline-receive tests, and rdma-core's own tests of
 # sends and receives (extended QPs and CQs, SRQs, CQs, ODP, rdma_cm).
