@@ -35,7 +35,7 @@ help:
 	@echo 'rdma-core v59 into $(OXE_CACHE), outside the clone.'
 	@echo
 	@echo '  make run      build what is stale, boot a guest, show oxe working'
-	@echo '  make test     every test: host checks, then the guest suites (about 30 min)'
+	@echo '  make test     every test: host checks, then the guest suites (over an hour)'
 	@echo '  make shell    a guest shell with oxe loaded, for trying things by hand'
 	@echo '                (OXE_KERNEL=debug make shell: on the KASAN + lockdep kernel)'
 	@echo '  make bench    oxe against rxe in one guest, written to build/results/'
