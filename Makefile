@@ -146,8 +146,8 @@ install: install-module install-provider
 install-module:
 	@scripts/install.sh module $(INSTALL_KDIR) "$(INSTALL_MOD_PATH)"
 install-provider:
-	@scripts/install.sh provider "$(DESTDIR)" "$(IBV_PROVIDER_DIR)" "$(IBV_CONFIG_DIR)" \
-		"$(includedir)" "$(libdir)" "$(OXE_VERSION)" "$(prefix)"
+	@scripts/install.sh provider $(PROVIDER_TARGET)/release/liboxe_rdmav59.so "$(DESTDIR)" \
+		"$(IBV_PROVIDER_DIR)" "$(IBV_CONFIG_DIR)" "$(includedir)" "$(libdir)" "$(OXE_VERSION)" "$(prefix)"
 
 # Userspace tests that need no guest: the setup logic, oxe-core, the provider.
 host-test: provider provider-65

@@ -66,13 +66,13 @@ own_kdir=${OXE_KDIR:-$("$top/scripts/kernel.sh" dir own)}
 [ -n "${OXE_KDIR:-}" ] && runs=("test kdir" "force-mr kdir" "own kdir" "yardstick kdir" "stock65 kdir")
 for run in "${runs[@]}"; do
     mode=${run% *} flavour=${run#* }
-    vars=(OXE_KDIR= OXE_RDMA_CORE_VERSION=59) args=("$mode" "$flavour") label="$run kernel"
+    kdir= args=("$mode" "$flavour") label="$run kernel" rdma_core=59
     if [ "$flavour" = kdir ]; then
-        vars=(OXE_KDIR="$own_kdir" OXE_RDMA_CORE_VERSION=59) args=("$mode") label="$mode on $own_kdir"
+        kdir=$own_kdir args=("$mode") label="$mode on $own_kdir"
     fi
-    [ "$mode" = stock65 ] && vars+=(OXE_RDMA_CORE_VERSION=65)
-    env "${vars[@]}" "$top/scripts/timed.sh" "$results/timings.txt" "guest: $label (whole boot)" \
-        "$top/qemu-test/vm.sh" "${args[@]}"
+    [ "$mode" = stock65 ] && rdma_core=65
+    OXE_KDIR=$kdir OXE_RDMA_CORE_VERSION=$rdma_core "$top/scripts/timed.sh" "$results/timings.txt" \
+        "guest: $label (whole boot)" "$top/qemu-test/vm.sh" "${args[@]}"
     rc=$?
     cat "$results/guest-checks.txt" >>"$results/checks.txt" 2>/dev/null
     [ -f "$results/guest-checks.txt" ] && keep_failures "${run% *}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make install`'s two halves; they install what is built and build nothing.
 #   install.sh module KDIR INSTALL_MOD_PATH
-#   install.sh provider DESTDIR PROVIDER_DIR CONFIG_DIR INCLUDEDIR LIBDIR VERSION PREFIX
+#   install.sh provider LIBRARY DESTDIR PROVIDER_DIR CONFIG_DIR INCLUDEDIR LIBDIR VERSION PREFIX
 source "$(dirname "$0")/lib.sh"
 
 module() { # kdir root
@@ -22,12 +22,8 @@ module() { # kdir root
     log "installed $(find "${root:-/}/lib/modules/$release/updates" -name 'oxe.ko*' | head -n1) for $release"
 }
 
-provider() { # destdir provider_dir config_dir includedir libdir version prefix
-    local dest=$1 pdir=$2 cdir=$3 incdir=$4 libdir=$5 version=$6 prefix=$7
-    # The build for OXE_RDMA_CORE_VERSION (the Makefile's provider_target).
-    local target=$OXE_TOP/provider/target name
-    [ "$OXE_RDMA_CORE_VERSION" = 59 ] || target=$target/rdma-core-$OXE_RDMA_CORE_VERSION
-    local so=$target/release/liboxe_rdmav59.so
+provider() { # library destdir provider_dir config_dir includedir libdir version prefix
+    local so=$1 dest=$2 pdir=$3 cdir=$4 incdir=$5 libdir=$6 version=$7 prefix=$8 name
     [ -f "$so" ] || die "the provider is not built: run make provider first"
     # Installed under its soname, liboxe-rdmav<ABI>.so: the ABI of the
     # rdma-core it was built against, which libibverbs asks for by name.
@@ -63,6 +59,6 @@ EOF
 
 case "${1:-}" in
 module) module "${2:?KDIR}" "${3:-}" ;;
-provider) provider "$2" "$3" "$4" "$5" "$6" "$7" "$8" ;;
-*) die "usage: install.sh module KDIR ROOT | provider DESTDIR PROVIDER_DIR CONFIG_DIR INCLUDEDIR LIBDIR VERSION PREFIX" ;;
+provider) provider "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" ;;
+*) die "usage: install.sh module KDIR ROOT | provider LIBRARY DESTDIR PROVIDER_DIR CONFIG_DIR INCLUDEDIR LIBDIR VERSION PREFIX" ;;
 esac

@@ -9,6 +9,8 @@
 # by default, Debian's rustc, oxe's cached bindgen, and LLVM 19 for a tree
 # built with clang.
 source "$(dirname "$0")/lib.sh"
+RUSTC=${RUSTC:-$KRUSTC}
+BINDGEN=${BINDGEN:-$TOOLS/bin/bindgen}
 
 # What oxe.ko needs from the kernel: =y, or =m where a module provides it.
 REQUIRED=(RUST MODULES INFINIBAND INFINIBAND_USER_ACCESS INFINIBAND_ON_DEMAND_PAGING
@@ -26,7 +28,7 @@ config_value() { # kdir symbol
 
 # The toolchain make gets for this tree, as arguments.
 toolchain_args() { # kdir
-    local args=(RUSTC="${RUSTC:-$KRUSTC}" BINDGEN="${BINDGEN:-$TOOLS/bin/bindgen}")
+    local args=(RUSTC="$RUSTC" BINDGEN="$BINDGEN")
     if [ -n "${CC:-}" ]; then
         args+=(CC="$CC")
     elif [ "$(config_value "$1" CC_IS_CLANG)" = y ]; then
@@ -61,14 +63,14 @@ check() { # kdir
     # The Rust compiler must be the one the tree was built with: its
     # crates' metadata is only readable by that exact rustc.
     want=$(config_value "$kdir" RUSTC_VERSION_TEXT | tr -d '"')
-    got=$(version_of "${RUSTC:-$KRUSTC}")
+    got=$(version_of "$RUSTC")
     if [ -n "$want" ] && [ "$want" != "$got" ]; then
-        problems+=("the tree was built with '$want', RUSTC=${RUSTC:-$KRUSTC} is '${got:-missing}': set RUSTC to the tree's")
+        problems+=("the tree was built with '$want', RUSTC=$RUSTC is '${got:-missing}': set RUSTC to the tree's")
     fi
     want=$(config_value "$kdir" BINDGEN_VERSION_TEXT | tr -d '"')
-    got=$(version_of "${BINDGEN:-$TOOLS/bin/bindgen}")
+    got=$(version_of "$BINDGEN")
     if [ -n "$want" ] && [ "$want" != "$got" ]; then
-        problems+=("the tree was built with '$want', BINDGEN=${BINDGEN:-$TOOLS/bin/bindgen} is '${got:-missing}': set BINDGEN to the tree's (make deps builds bindgen $BINDGEN_VERSION)")
+        problems+=("the tree was built with '$want', BINDGEN=$BINDGEN is '${got:-missing}': set BINDGEN to the tree's (make deps builds bindgen $BINDGEN_VERSION)")
     fi
     want=$(config_value "$kdir" CC_VERSION_TEXT | tr -d '"')
     if [ -n "${CC:-}" ]; then

@@ -34,6 +34,7 @@ RDMA_CORE65_DEB_VERSION=65.0-1.1
 RDMA_CORE65_SHA256=f6ba3d8b2c4aa334c5c883c1ad0772de339011123cff4fb1db32ae7a443fb7ca
 
 log() { printf '[oxe] %s\n' "$*" >&2; }
+die() { printf '[oxe] error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian mirror the machine's own apt sources use (deb.debian.org if
 # none is found), for the private source lists that fetch what bookworm
@@ -56,7 +57,6 @@ private_apt_opts() { # dir
         -o "Dir::State::Lists=$1/lists" -o "Dir::Cache=$1" -o Dir::State::Status=/dev/null \
         -o APT::Sandbox::User=root
 }
-die() { printf '[oxe] error: %s\n' "$*" >&2; exit 1; }
 
 # Hash of a set of files (content and names), for cache keys.
 hash_files() { (cd "$OXE_TOP" && sha256sum "$@" | sha256sum | cut -c1-12); }
