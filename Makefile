@@ -233,7 +233,8 @@ run: $(if $(KDIR),module-kdir,module-plain) provider
 # and where the time went. With KDIR (or OXE_KDIR), every guest but the wire's
 # boots that tree instead, and no kernel is built.
 test:
-	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json
+	@mkdir -p $(RESULTS) && rm -f $(RESULTS)/checks.txt $(RESULTS)/timings.txt $(RESULTS)/suites/*.json \
+		$(RESULTS)/boot-retries.txt
 	@$(TIMED) "setup (packages, tools)" $(MAKE) -s deps
 ifeq ($(KDIR),)
 	@$(TIMED) "kernel, plain" $(MAKE) -s kernel-plain
@@ -252,6 +253,7 @@ endif
 	done
 	@OXE_KDIR=$(KDIR) scripts/guests.sh $(RESULTS)
 	@echo; echo "where the time went (seconds):"; column -t -s "$$(printf '\t')" $(RESULTS)/timings.txt | sed 's/^/  /'
+	@if [ -s $(RESULTS)/boot-retries.txt ]; then echo; echo "guests booted twice:"; sed 's/^/  /' $(RESULTS)/boot-retries.txt; fi
 	@echo; sed 's/^/  /' $(RESULTS)/checks.txt; \
 		p=$$(grep -c ' pass$$' $(RESULTS)/checks.txt); f=$$(grep -c ' fail$$' $(RESULTS)/checks.txt); \
 		echo "$$p passed, $$f failed"; \

@@ -104,7 +104,7 @@ install_module "$kdir" "$module"
 
 acc=$(accel)
 log "booting the $flavour kernel $(basename "$kdir") under $([ -n "$acc" ] && echo TCG || echo KVM), mode $mode"
-env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_BENCH_MEASURES='${OXE_BENCH_MEASURES:-}' OXE_SCRIPT='${OXE_SCRIPT:-}' OXE_AB_OLD='${OXE_AB_OLD:-}'"
+env_args="OXE_FLAVOUR=$flavour OXE_TOP=$OXE_TOP OXE_RDMA_CORE=$rdma OXE_KDIR=$kdir OXE_RESULTS=$results OXE_DP_TESTS='${OXE_DP_TESTS:-}' OXE_BENCH_ROUNDS='${OXE_BENCH_ROUNDS:-}' OXE_BENCH_MEASURES='${OXE_BENCH_MEASURES:-}' OXE_SCRIPT='${OXE_SCRIPT:-}' OXE_AB_OLD='${OXE_AB_OLD:-}' OXE_TEST_BOOT_REPORT='${OXE_TEST_BOOT_REPORT:-}'"
 # tsc=reliable: under TCG the guest's TSC and HPET both follow the host's
 # clock, but a loaded host stalls a vCPU thread long enough for the clocksource
 # watchdog to call the TSC unstable (it did, 52 minutes into a debug guest);
@@ -138,10 +138,7 @@ for d in ${OXE_RWDIR:-}; do vng_args+=(--rwdir "$d"); done
 wire_nic() { # local_port remote_port mac
     echo "-netdev dgram,id=wire,local.type=inet,local.host=127.0.0.1,local.port=$1,remote.type=inet,remote.host=127.0.0.1,remote.port=$2 -device virtio-net-pci,netdev=wire,mac=$3"
 }
-peer_pid=
-rm -f "$results/.guest-status" "$results/guest-checks.txt"
-# The unittest runs of this guest are the ones newer than this (junit).
-touch "$results/.guest-start"
+peer_pid= peer_kdir=
 junit_mode=$mode
 # Every other guest gets a spare virtio NIC whose frames go to a host port
 # nobody listens on: a real NIC for the suites to move between namespaces
@@ -156,10 +153,20 @@ if [ "$mode" = wire ]; then
     [ -f "$peer_module" ] || die "oxe.ko for the plain kernel not built: run 'make module-plain'"
     install_module "$peer_kdir" "$peer_module"
     peer_results=$results/wire-rxe
-    rm -rf "$peer_results" && mkdir -p "$peer_results"
     peer_env=${env_args/"OXE_FLAVOUR=$flavour"/OXE_FLAVOUR=plain}
     peer_env=${peer_env/"OXE_KDIR=$kdir"/OXE_KDIR=$peer_kdir}
     peer_env=${peer_env/"OXE_RESULTS=$results"/OXE_RESULTS=$peer_results}
+    mode=wire-oxe
+    vng_args+=(--qemu-opts="$(wire_nic 47101 47102 52:54:00:0f:00:01)")
+else
+    vng_args+=(--qemu-opts="$spare_nic")
+fi
+if [ "$mode" = shell ]; then
+    exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
+fi
+
+start_peer() {
+    rm -rf "$peer_results" && mkdir -p "$peer_results"
     log "booting the rxe guest (plain kernel) on the other end of the wire"
     # Under timeout(1), which runs it in a process group of its own and,
     # when it times out or is told to stop, signals that whole group, QEMU
@@ -169,19 +176,37 @@ if [ "$mode" = wire ]; then
         --exec "env $peer_env bash $OXE_TOP/qemu-test/guest/main.sh wire-rxe" \
         </dev/null > >(cat >"$peer_results/console.log") 2>&1 &
     peer_pid=$!
-    mode=wire-oxe
-    vng_args+=(--qemu-opts="$(wire_nic 47101 47102 52:54:00:0f:00:01)")
-else
-    vng_args+=(--qemu-opts="$spare_nic")
+}
+
+boot_guest() { # attempt
+    rm -f "$results/.guest-status" "$results/guest-checks.txt"
+    # The unittest runs of this guest are the ones newer than this (junit).
+    touch "$results/.guest-start"
+    [ -z "$peer_kdir" ] || start_peer
+    # The guest writes its verdict to a file: qemu's exit status does not carry the
+    # command's through virtme-ng in every version.
+    # Through a pipe: QEMU reopens its stdout and would truncate a redirected file.
+    "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_BOOT_ATTEMPT=$1 bash $OXE_TOP/qemu-test/guest/main.sh $mode" </dev/null 2>&1 | cat ||
+        true # the verdict is the guest's status file, read below
+}
+
+# A kernel report while the guest boots, before oxe.ko is loaded, is the
+# kernel's and the emulator's, not oxe's: the guest then stops at once
+# (main.sh, "boot report") and boots a second time, once. The first boot's
+# kernel log is kept, and the retry is said in make test's closing lines
+# (RESULTS/boot-retries.txt). A second report fails the run as any other.
+boot_guest 1
+if [ "$(cat "$results/.guest-status" 2>/dev/null)" = "boot report" ]; then
+    mv "$results/logs/dmesg-boot.log" "$results/logs/dmesg-boot-first.log"
+    echo "guest $junit_mode ($flavour kernel): a kernel report during boot, before oxe loaded;" \
+        "booted again (the first boot's kernel log: build/results/logs/dmesg-boot-first.log)" |
+        tee -a "$results/boot-retries.txt"
+    if [ -n "$peer_pid" ]; then
+        kill "$peer_pid" 2>/dev/null || true
+        wait "$peer_pid" 2>/dev/null || true
+    fi
+    boot_guest 2
 fi
-if [ "$mode" = shell ]; then
-    exec "$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args OXE_MODE=shell bash --rcfile $OXE_TOP/qemu-test/guest/shellrc -i"
-fi
-# The guest writes its verdict to a file: qemu's exit status does not carry the
-# command's through virtme-ng in every version.
-# Through a pipe: QEMU reopens its stdout and would truncate a redirected file.
-"$VENV/bin/vng" "${vng_args[@]}" --exec "env $env_args bash $OXE_TOP/qemu-test/guest/main.sh $mode" </dev/null 2>&1 | cat ||
-    true # the verdict is the guest's status file, read below
 # virtme-ng does not pass the guest's console through without a terminal: show
 # each suite's log here, whole for a failed suite.
 while read -r name verdict; do
