@@ -151,6 +151,8 @@ fn generate_bindings(include: &Path, abi_dir: &Path) {
         .allowlist_function("ibv_cmd_get_context")
         .allowlist_function("ibv_cmd_query_device_any")
         .allowlist_function("ibv_cmd_query_port")
+        // From ABI 64 (rdma-core v64.0) only.
+        .allowlist_function("ibv_cmd_query_port_speed")
         .allowlist_function("ibv_cmd_alloc_pd")
         .allowlist_function("ibv_cmd_dealloc_pd")
         .allowlist_function("ibv_cmd_reg_mr")

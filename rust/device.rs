@@ -240,6 +240,8 @@ impl OxeDevice {
         attr.max_msg_sz = crate::qp::MAX_MSG_SZ;
         attr.pkey_tbl_len = 1;
         attr.max_vl_num = 1;
+        // The slowest link: the trampoline puts the netdev's speed in its
+        // place whenever the netdev can say it.
         attr.active_width = b::ib_port_width_IB_WIDTH_1X as u8;
         attr.active_speed = b::ib_port_speed_IB_SPEED_SDR as u16;
         Ok(())

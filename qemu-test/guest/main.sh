@@ -113,6 +113,8 @@ stock65)
     export OXE_SKIP_TESTS=tests.test_oxe_
     rdma link add oxe0 type oxe netdev veth0
     run_suite rdma_core65_oxe0 suite_rdma_core65 oxe0 veth0 1
+    # ibv_query_port_speed is v64's: its test needs this tree's pyverbs.
+    run_suite port_speed unittest_suite port-speed oxe0 test_port_speed 300
     rdma_reset
     load_rxe rxe0 veth0
     run_suite rdma_core65_rxe0 suite_rdma_core65 rxe0 veth0 1

@@ -23,6 +23,7 @@ pub(super) fn device_ops<D: Driver>() -> b::ib_device_ops {
         dealloc_driver: Some(device::dealloc_driver::<D>),
         query_device: Some(query_device::<D>),
         query_port: Some(query_port::<D>),
+        query_port_speed: Some(query_port_speed),
         get_port_immutable: Some(get_port_immutable),
         get_link_layer: Some(get_link_layer),
         query_pkey: Some(query_pkey),
@@ -125,9 +126,50 @@ unsafe extern "C" fn query_port<D: Driver>(
         // SAFETY: callback on a registered device.
         let (_, drv) = unsafe { dev_of::<D>(ib) }?;
         // SAFETY: ib_core passes a zeroed, writable attribute struct.
-        drv.query_port(port, unsafe { &mut *attr })
+        let attr = unsafe { &mut *attr };
+        drv.query_port(port, attr)?;
+        // The port is the netdev's: its speed and width are the netdev's
+        // link speed on the IB grid, as ib_core maps it for every RoCE
+        // device. Without an answer (the netdev is going away), the
+        // driver's own figures stand.
+        let (mut speed, mut width) = (0, 0);
+        // SAFETY: a registered device (as above) and two live locals.
+        if unsafe { b::ib_get_eth_speed(ib, port, &mut speed, &mut width) } == 0 {
+            attr.active_speed = speed;
+            attr.active_width = width;
+        }
+        Ok(())
     })();
     to_c_int(r)
+}
+
+/// `ibv_query_port_speed`: the port's effective rate in units of 100 Mb/s,
+/// from the same attributes `ibv_query_port` reports (the sysfs `rate`
+/// file's figure), 0 while the port is not active.
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+unsafe extern "C" fn query_port_speed(ib: *mut b::ib_device, port: u32, speed: *mut u64) -> c_int {
+    let mut attr: b::ib_port_attr = Default::default();
+    // SAFETY: ib_query_port calls back into query_port on this registered device.
+    let ret = unsafe { b::ib_query_port(ib, port, &mut attr) };
+    if ret != 0 {
+        return ret;
+    }
+    let mut rate = 0;
+    if attr.state == b::ib_port_state_IB_PORT_ACTIVE {
+        let mut info: b::ib_port_speed_info = Default::default();
+        // SAFETY: two live locals; the function only reads `attr`.
+        let ret = unsafe { b::ib_port_attr_to_speed_info(&mut attr, &mut info) };
+        if ret != 0 {
+            return ret;
+        }
+        rate = u64::try_from(info.rate).unwrap_or(0);
+    }
+    // SAFETY: ib_core passes a writable u64.
+    unsafe { *speed = rate };
+    0
 }
 
 /// # Safety

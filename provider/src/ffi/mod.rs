@@ -237,7 +237,7 @@ fn context_ops() -> sys::verbs_context_ops {
         // Multicast membership is the kernel's: the plain commands do it.
         attach_mcast: Some(sys::ibv_cmd_attach_mcast),
         detach_mcast: Some(sys::ibv_cmd_detach_mcast),
-        ..Default::default()
+        ..pabi::context_ops()
     }
 }
 
@@ -642,7 +642,8 @@ mod tests {
         // query_srq, destroy_srq, post_srq_recv. AHs: create_ah,
         // destroy_ah. Multicast: attach_mcast, detach_mcast. Everything
         // else must stay NULL so libibverbs answers it with EOPNOTSUPP.
-        assert_eq!(set, 34);
+        // From ABI 64 also query_port_speed.
+        assert_eq!(set, if cfg!(oxe_pabi_64) { 35 } else { 34 });
         let ops = context_ops();
         for implemented in [
             ops.free_context.is_some(),
@@ -663,6 +664,8 @@ mod tests {
             ops.post_srq_recv.is_some(),
             ops.create_ah.is_some() && ops.destroy_ah.is_some(),
             ops.attach_mcast.is_some() && ops.detach_mcast.is_some(),
+            #[cfg(oxe_pabi_64)]
+            ops.query_port_speed.is_some(),
         ] {
             assert!(implemented);
         }

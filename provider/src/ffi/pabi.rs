@@ -40,3 +40,28 @@ pub(super) unsafe fn cmd_create_qp_ex2(
         )
     }
 }
+
+/// The context ops only an ABI has; `context_ops` fills in the rest.
+pub(super) fn context_ops() -> sys::verbs_context_ops {
+    sys::verbs_context_ops {
+        #[cfg(oxe_pabi_64)]
+        query_port_speed: Some(query_port_speed),
+        ..Default::default()
+    }
+}
+
+/// `query_port_speed` (`ibv_query_port_speed()`, ABI 64): the kernel's
+/// answer, the port's effective rate in units of 100 Mb/s, 0 while the
+/// port is down.
+///
+/// # Safety
+/// libibverbs' arguments: a live context and a writable `speed`.
+#[cfg(oxe_pabi_64)]
+unsafe extern "C" fn query_port_speed(
+    context: *mut sys::ibv_context,
+    port_num: u32,
+    speed: *mut u64,
+) -> c_int {
+    // SAFETY: the caller's pointers are passed through.
+    super::errno::errno_ret(unsafe { sys::ibv_cmd_query_port_speed(context, port_num, speed) })
+}
