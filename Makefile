@@ -25,7 +25,7 @@ TIMED = scripts/timed.sh $(RESULTS)/timings.txt
 
 .PHONY: help run test bench shell deps kernel kernel-plain kernel-debug kernel-own module module-plain module-debug \
 	module-kdir kmod kmod-plain kmod-debug kmod-kdir install install-module install-provider \
-	rdma-core rdma-core-65 provider provider-65 guest-tools host-test check fmt fuzz expectations clean distclean
+	rdma-core rdma-core-65 provider provider-65 guest-tools host-test check dkms-check fmt fuzz expectations clean distclean
 
 help:
 	@echo 'oxe: a software RoCE v2 RDMA device (kernel module + rdma-core provider).'
@@ -43,6 +43,7 @@ help:
 	@echo '  make deps     only install what the build needs'
 	@echo '  make module KDIR=/path/to/tree    oxe.ko for your own kernel tree (checked first)'
 	@echo '  make install [KDIR=...] [DESTDIR=...]    the module and the provider, installed'
+	@echo '  make dkms-check [KDIR=...]    DKMS builds and installs oxe.ko from dkms.conf (staged)'
 	@echo '  make clean    drop build outputs; make distclean also drops $(OXE_CACHE)'
 	@echo
 	@echo 'More: README.md, and qemu-test/vm.sh for the guest modes.'
@@ -175,6 +176,11 @@ check: rdma-core rdma-core-65
 	@python3 scripts/check_prose.py .
 	@python3 scripts/check_man.py .
 
+# DKMS's own run of dkms.conf (add, build, install, all staged) for KDIR, by
+# default the `own` stand-in kernel (make kernel-own).
+dkms-check: deps
+	@scripts/dkms-check.sh $(KDIR)
+
 fmt:
 	@for d in rust/core rust/core/fuzz provider; do [ -f $$d/Cargo.toml ] && cargo fmt --manifest-path $$d/Cargo.toml; done; true
 	@rustfmt --edition 2021 $$(git ls-files 'rust/*.rs' | grep -v '^rust/core/')
@@ -247,7 +253,7 @@ endif
 ifeq ($(KDIR),)
 	@$(TIMED) "module, KDIR=the own tree" $(MAKE) -s module-kdir kmod-kdir KDIR=$$(scripts/kernel.sh dir own)
 endif
-	@for step in check host-test "fuzz FUZZ_SECONDS=30"; do \
+	@for step in check host-test "fuzz FUZZ_SECONDS=30" dkms-check; do \
 		if $(TIMED) "$${step%% *}" $(MAKE) -s $$step; then r=pass; else r=fail; fi; \
 		echo "$${step%% *} $$r" >>$(RESULTS)/checks.txt; \
 	done
