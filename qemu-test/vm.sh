@@ -196,7 +196,7 @@ boot_guest() { # attempt
 # kernel log is kept, and the retry is said in make test's closing lines
 # (RESULTS/boot-retries.txt). A second report fails the run as any other.
 boot_guest 1
-if [ "$(cat "$results/.guest-status" 2>/dev/null)" = "boot report" ]; then
+if [ "$(cat "$results/.guest-status" 2>/dev/null || true)" = "boot report" ]; then
     mv "$results/logs/dmesg-boot.log" "$results/logs/dmesg-boot-first.log"
     echo "guest $junit_mode ($flavour kernel): a kernel report during boot, before oxe loaded;" \
         "booted again (the first boot's kernel log: build/results/logs/dmesg-boot-first.log)" |

@@ -1,9 +1,8 @@
 #!/usr/bin/python3
 """A port's speed is its netdev's: ibv_query_port's active speed and width
 and ibv_query_port_speed (rdma-core v64 and later) follow the link speed the
-netdev reports, and a port that is down reads 0. Run by suite_port_speed
-(suites/port_speed.sh) in the guest that runs rdma-core v65 (main.sh
-stock65), on an oxe device of its own over the guest's spare virtio NIC,
+netdev reports, and a port that is down reads 0. Run as suite port_speed
+(unittest_suite, main.sh stock65) in the guest that runs rdma-core v65, on an oxe device of its own over the guest's spare virtio NIC,
 whose reported speed ethtool can set.
 """
 import errno
