@@ -36,3 +36,5 @@ mod generated {
 
 pub(crate) use generated::*;
 pub(crate) use kernel::bindings::*;
+
+pub(crate) mod trace;

@@ -7,6 +7,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::bindings::trace;
 use crate::device::OxeDevice;
 use crate::ib::work;
 use crate::oxe_core::abi::OXE_SEND_SIGNALED;
@@ -153,6 +154,20 @@ impl Qp {
     fn rewind(&self, q: &mut QpInner, psn: Psn, why: GoBack) {
         if let Ok(drv) = self.drv() {
             crate::counters::inc(&drv.counters.go_back);
+            let reason = match why {
+                GoBack::Timeout => 0,
+                GoBack::SequenceNak => 1,
+                GoBack::RnrNak => 2,
+                GoBack::ReadGap => 3,
+            };
+            let retries_left = q.req.retries_left.into();
+            trace::qp_go_back(
+                drv.trace_id(),
+                self.qpn(),
+                psn.value(),
+                reason,
+                retries_left,
+            );
         }
         Self::shrink_window(q, why);
         // Only a timeout's go-back is remembered: the responder may well

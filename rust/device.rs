@@ -215,6 +215,13 @@ impl OxeDevice {
             | u64::from(b::ib_kernel_cap_flags_IBK_SG_GAPS_REG);
     }
 
+    /// The device's name in its trace events: the node GUID as a number,
+    /// as sysfs and `ibv_devinfo` print it (`guid` holds it in network
+    /// order).
+    pub(crate) fn trace_id(&self) -> u64 {
+        u64::from_be(self.guid)
+    }
+
     /// Port attributes; the state follows the netdev (up and with carrier = ACTIVE).
     pub(crate) fn query_port(&self, port: u32, attr: &mut b::ib_port_attr) -> Result {
         if port != 1 {

@@ -10,6 +10,7 @@
 pub(crate) mod fastreg;
 pub(crate) mod indirect;
 
+use crate::bindings::trace;
 use crate::counters::{dec, inc, Counters};
 use crate::device::OxeDevice;
 use crate::ib::chunked_odp::{ChunkedOdp, CHILD_SIZE};
@@ -724,10 +725,10 @@ impl Mr {
     /// Makes an MR of `kind` in state `st`, and publishes it under a new
     /// key: from here on, the data path can find it.
     fn install(drv: &OxeDevice, kind: MrKind, st: MrState) -> Result<(Arc<Mr>, MrKeys)> {
-        let (fast, indirect) = match kind {
-            MrKind::User => (None, None),
-            MrKind::Fast(k) => (Some(k), None),
-            MrKind::Indirect(k) => (None, Some(k)),
+        let (fast, indirect, kind) = match kind {
+            MrKind::User => (None, None, 0),
+            MrKind::Fast(k) => (Some(k), None, 1),
+            MrKind::Indirect(k) => (None, Some(k), 2),
         };
         let mr = Arc::pin_init(
             pin_init!(Mr {
@@ -748,7 +749,19 @@ impl Mr {
         let key = drv.keys.insert(&mr)?;
         mr.key.store(key.raw(), Ordering::Release);
         inc(&drv.counters.mr_reg);
-        let keys = mr.keys(&mr.state.lock());
+        let st = mr.state.lock();
+        trace::mr_reg(
+            drv.trace_id(),
+            key.raw(),
+            kind,
+            st.range.iova(),
+            st.range.len(),
+            st.start,
+            st.access.bits(),
+            st.pages.mem.odp_stats().is_some(),
+        );
+        let keys = mr.keys(&st);
+        drop(st);
         Ok((mr, keys))
     }
 }
@@ -826,6 +839,17 @@ pub(crate) fn rereg_user(
     // before goes no further ([`Mr::era`]).
     mr.era.fetch_add(1, Ordering::AcqRel);
     let keys = mr.keys(&st);
+    trace::mr_rereg(
+        drv.trace_id(),
+        mr.lkey(),
+        req.flags,
+        old_range.iova(),
+        old_range.len(),
+        current.access.bits(),
+        range.iova(),
+        range.len(),
+        plan.new_access.bits(),
+    );
     drop(st);
     // Unpin the old pages outside the MR lock.
     drop(old_pages);
@@ -839,6 +863,7 @@ pub(crate) fn rereg_user(
 pub(crate) fn withdraw(drv: &OxeDevice, mr: &Arc<Mr>) {
     mr.state.lock().revoked = true;
     drv.keys.remove(Key::from_raw(mr.lkey()).index());
+    trace::mr_dereg(drv.trace_id(), mr.lkey());
     dec(&drv.counters.mr_reg);
     limits::release(&drv.counters, Kind::Mr);
 }
@@ -858,6 +883,7 @@ pub(crate) fn dereg(drv: &OxeDevice, mr: &Arc<Mr>) -> Result {
         st.revoked = true;
     }
     drv.keys.remove(Key::from_raw(mr.lkey()).index());
+    trace::mr_dereg(drv.trace_id(), mr.lkey());
     inc(&drv.counters.mr_dereg);
     limits::release(&drv.counters, Kind::Mr);
     Ok(())

@@ -12,6 +12,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::bindings::trace;
 use crate::cq::Cq;
 use crate::device::OxeDevice;
 use crate::ib::av::Av;
@@ -743,8 +744,16 @@ impl Qp {
     /// Moves to the error state (from any state but Reset): IBTA 10.3.1.
     pub(crate) fn to_error(&self, q: &mut QpInner) {
         if q.state != QpState::Error && q.state != QpState::Reset {
+            self.trace_state(q.state, QpState::Error);
             q.state = QpState::Error;
             self.kick();
+        }
+    }
+
+    /// The `oxe_qp_state` trace event of a move from `old` to `new`.
+    fn trace_state(&self, old: QpState, new: QpState) {
+        if let Ok(drv) = self.drv() {
+            trace::qp_state(drv.trace_id(), self.qpn(), old as u32, new as u32);
         }
     }
 
@@ -948,6 +957,7 @@ impl Qp {
 
     fn enter(&self, q: &mut QpInner, next: QpState) {
         let prev = q.state;
+        self.trace_state(prev, next);
         q.state = next;
         match next {
             QpState::Reset => {

@@ -17,6 +17,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::bindings::trace;
 use crate::device::OxeDevice;
 use crate::ib::kmem::KernelToken;
 use crate::ib::lock::BhOff;
@@ -450,12 +451,19 @@ pub(crate) struct Target {
     window: Option<u64>,
     /// The MR's era ([`Mr::era`]) when the key was resolved.
     era: u32,
+    /// The key the peer named (the window's, through a window).
+    key: u32,
 }
 
 impl Target {
-    fn new(mr: Arc<Mr>, window: Option<u64>) -> Self {
+    fn new(mr: Arc<Mr>, window: Option<u64>, key: u32) -> Self {
         let era = mr.era();
-        Target { mr, window, era }
+        Target {
+            mr,
+            window,
+            era,
+            key,
+        }
     }
 
     /// Whether `other` reaches the same memory the same way: the same MR,
@@ -514,6 +522,7 @@ impl Target {
             ..how
         };
         follow_key(r.drv, &self.mr, r.pd, span, how, f)
+            .inspect_err(|d| r.refused(self.key, (va, len, op), *d))
     }
 }
 
@@ -557,19 +566,49 @@ impl Remote<'_> {
     /// What `rkey` names: a window (its own rights and range checked by
     /// its resolution) over its MR, or an MR, not yet checked.
     fn target(&self, rkey: u32, va: u64, len: u64, op: AccessOp) -> Result<Target, Denied> {
-        Ok(match self.drv.mw_keys.lookup(rkey) {
-            Some(mw) => {
-                let (mr, iova) = mw.resolve(self.pd, self.qp, va, len, op)?;
-                Target::new(mr, Some(iova.wrapping_sub(va)))
-            }
-            None => Target::new(self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?, None),
-        })
+        let t = match self.drv.mw_keys.lookup(rkey) {
+            Some(mw) => mw
+                .resolve(self.pd, self.qp, va, len, op)
+                .map(|(mr, iova)| Target::new(mr, Some(iova.wrapping_sub(va)), rkey)),
+            None => self
+                .drv
+                .keys
+                .lookup(rkey)
+                .map(|mr| Target::new(mr, None, rkey))
+                .ok_or(Denied::Rights),
+        };
+        t.inspect_err(|d| self.refused(rkey, (va, len, op), *d))
+    }
+
+    /// Traces a refusal of the peer's access through `key` (an ODP miss
+    /// is not one: its fault is queued and the access tried again).
+    fn refused(&self, key: u32, (va, len, op): (u64, u64, AccessOp), d: Denied) {
+        let reason = match d {
+            Denied::Pd => 0,
+            Denied::Rights => 1,
+            Denied::Bounds => 2,
+            Denied::Alignment => 3,
+            Denied::Fault => return,
+        };
+        let op = match op {
+            AccessOp::LocalRead => 0,
+            AccessOp::LocalWrite => 1,
+            AccessOp::RemoteRead => 2,
+            AccessOp::RemoteWrite => 3,
+            AccessOp::RemoteAtomic => 4,
+            AccessOp::MwBind => 5,
+            AccessOp::FlushGlobal | AccessOp::FlushPersistent => 6,
+        };
+        trace::key_refused(self.drv.trace_id(), self.qp.qpn, key, va, len, op, reason);
     }
 
     /// Checks `op` on `[va, va + len)` through `t`, touching nothing.
     fn check(&self, t: &Target, va: u64, len: u64, op: AccessOp) -> Result<(), Denied> {
         t.access(self, (va, len, op), How::CHECK, &mut |_, _, _| Ok(()))?
-            .map_err(|_| Denied::Bounds)
+            .map_err(|_| {
+                self.refused(t.key, (va, len, op), Denied::Bounds);
+                Denied::Bounds
+            })
     }
 
     /// Resolves `rkey` for an operation on the whole region (a FLUSH of
@@ -577,9 +616,11 @@ impl Remote<'_> {
     /// window's rkey is refused, as that selectivity names a region; a
     /// window bound with FLUSH_GLOBAL takes range FLUSHes through `resolve`.
     pub(crate) fn resolve_key(&self, rkey: u32, op: AccessOp) -> Result<Target, Denied> {
-        let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights)?;
-        mr.check_rights(self.pd, op)?;
-        Ok(Target::new(mr, None))
+        let mr = self.drv.keys.lookup(rkey).ok_or(Denied::Rights);
+        let mr = mr
+            .and_then(|mr| mr.check_rights(self.pd, op).map(|()| mr))
+            .inspect_err(|d| self.refused(rkey, (0, 0, op), *d))?;
+        Ok(Target::new(mr, None, rkey))
     }
 
     /// Writes `data` at `va` through `t` (checked again, under the MR
@@ -590,7 +631,13 @@ impl Remote<'_> {
         let r = t.access(self, span, How::COPY, &mut |m, o, r| {
             m.write(o, data.get(r).ok_or(EINVAL)?)
         })?;
-        self.placed(t, (va, len, ahead), true, r, Denied::Bounds)
+        self.placed(
+            t,
+            (va, len, ahead),
+            AccessOp::RemoteWrite,
+            r,
+            Denied::Bounds,
+        )
     }
 
     /// Reads `out.len()` bytes at `va` through `t`.
@@ -600,7 +647,7 @@ impl Remote<'_> {
         let r = t.access(self, span, How::COPY, &mut |m, o, r| {
             m.read(o, out.get_mut(r).ok_or(EINVAL)?)
         })?;
-        self.placed(t, (va, len, 0), false, r, Denied::Bounds)
+        self.placed(t, (va, len, 0), AccessOp::RemoteRead, r, Denied::Bounds)
     }
 
     /// Checks that `[va, va + len)` through `t` is translated now for
@@ -613,7 +660,7 @@ impl Remote<'_> {
         let r = t.access(self, span, How::COPY, &mut |m, o, r| {
             m.probe(o, r.len() as u64, false)
         })?;
-        self.placed(t, (va, len, 0), false, r, Denied::Bounds)
+        self.placed(t, (va, len, 0), AccessOp::RemoteRead, r, Denied::Bounds)
     }
 
     /// Stores 8 bytes at `va` (8-byte aligned) as one store, atomic against
@@ -623,7 +670,7 @@ impl Remote<'_> {
         let r = t.access(self, span, How::ATOMIC, &mut |m, o, _| {
             m.atomic_store(o, value)
         })?;
-        self.placed(t, (va, 8, 0), true, r, Denied::Alignment)
+        self.placed(t, (va, 8, 0), AccessOp::RemoteWrite, r, Denied::Alignment)
     }
 
     /// The outcome of an access to `len` bytes at `va` through `t`, with
@@ -633,10 +680,11 @@ impl Remote<'_> {
         &self,
         t: &Target,
         (va, len, ahead): (u64, u64, u64),
-        write: bool,
+        op: AccessOp,
         r: Result<R>,
         other: Denied,
     ) -> Result<R, Denied> {
+        let write = op != AccessOp::RemoteRead;
         match r {
             Ok(v) => Ok(v),
             Err(e) if e == EAGAIN => {
@@ -644,7 +692,10 @@ impl Remote<'_> {
                     .fault_later(&t.mr, self.pd, (t.mr_iova(va), len, ahead), write);
                 Err(Denied::Fault)
             }
-            Err(_) => Err(other),
+            Err(_) => {
+                self.refused(t.key, (va, len, op), other);
+                Err(other)
+            }
         }
     }
 
@@ -661,6 +712,6 @@ impl Remote<'_> {
         let r = t.access(self, span, How::ATOMIC, &mut |m, o, _| {
             m.atomic(o, cas, cmp_add, swap)
         })?;
-        self.placed(t, (va, 8, 0), true, r, Denied::Alignment)
+        self.placed(t, (va, 8, 0), AccessOp::RemoteAtomic, r, Denied::Alignment)
     }
 }

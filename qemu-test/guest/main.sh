@@ -71,6 +71,8 @@ test)
     run_suite inline_recv_oxe0 suite_inline_recv oxe0 1
     run_suite mkey_oxe0 suite_mkey oxe0 1
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
+    # The debug kernel has tracepoints; the plain one has none.
+    run_suite trace_oxe0 suite_trace oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
     run_suite security_oxe0 suite_security oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0
@@ -232,6 +234,7 @@ hostile)
     net_setup
     rdma link add oxe0 type oxe netdev veth0
     run_suite hostile_peer_oxe0 suite_hostile_peer oxe0
+    run_suite trace_oxe0 suite_trace oxe0
     run_suite hostile_process_oxe0 suite_hostile_process oxe0
     run_suite security_oxe0 suite_security oxe0
     run_suite limits_oxe0 suite_limits oxe0 veth0

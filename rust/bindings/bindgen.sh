@@ -20,6 +20,7 @@ run_bindgen() { # output extra-bindgen-args...
         --no-debug '.*' --enable-function-attribute-detection \
         --allowlist-file '.*/include/rdma/.*' --allowlist-file '.*/include/uapi/rdma/.*' \
         --allowlist-function 'oxe_shim_.*' \
+        --allowlist-var '__tracepoint_oxe_.*' --allowlist-function 'rust_do_trace_oxe_.*' \
         --allowlist-function 'udp_tunnel_sock_release' \
         --allowlist-function 'register_netdevice_notifier|unregister_netdevice_notifier|__ip_select_ident|dev_mc_add|dev_mc_del' \
         --allowlist-function 'vfree|remap_vmalloc_range|crc32_le' \

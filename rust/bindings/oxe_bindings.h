@@ -19,3 +19,4 @@
 #include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 #include "shim.h"
+#include "oxe_trace.h"

@@ -258,6 +258,9 @@ unsafe extern "C" fn invalidate(
             0
         };
         b::mutex_unlock(mutex);
+        if start < end {
+            crate::bindings::trace::odp_invalidate(start as u64, end as u64, dropped);
+        }
         if let Some(shared) = shared.filter(|_| dropped != 0) {
             shared.events.invalidated(dropped);
         }
@@ -555,6 +558,9 @@ impl OdpUmem {
         }
         if added != 0 {
             self.shared().events.faulted(added);
+        }
+        if fault {
+            crate::bindings::trace::odp_fault(va, va + (end - off), added);
         }
         Ok(())
     }

@@ -3,6 +3,20 @@
 # ratchet; every test must pass, none may skip. The veth pair runs with a
 # 9000-byte MTU meanwhile, so that a frame can carry more payload than the
 # largest path MTU allows (a raw socket refuses to send past the link MTU).
+# Suite: oxe's trace events (qemu-test/guest/test_trace.py), each fired by
+# a known operation and read back from tracefs with its fields; the peer's
+# frames as the hostile peer's.
+suite_trace() { # device
+    # A kernel without tracepoints (the plain flavour, a developer's tree
+    # built without them) has no events to enable: oxe defines none there.
+    if ! grep -qx 'CONFIG_TRACEPOINTS=y' "$OXE_KDIR/.config"; then
+        echo "trace: this kernel has no CONFIG_TRACEPOINTS, so oxe has no trace events"
+        return 0
+    fi
+    OXE_GID=$(gid_index "$1" 10.11.0.1) || return 1
+    OXE_GID=$OXE_GID unittest_suite trace "$1" test_trace 300
+}
+
 suite_hostile_peer() { # device
     local rc
     ip link set veth0 mtu 9000 && ip -n peer link set veth1 mtu 9000 || return 1
