@@ -204,7 +204,8 @@ fuzz: deps
 
 # Test programs the guest suites run, against the v59 build (a second of gcc each);
 # inline_recv_qp, mkey_qp and rc_xfer_mkey link against the provider itself, for its direct
-# verbs (oxedv.h).
+# verbs (oxedv.h). mpi_check is Open MPI's, with Debian's libibverbs underneath
+# (the guest's LD_LIBRARY_PATH puts the v59 build in its place).
 guest-tools: provider
 	@mkdir -p build && rc=$(RDMA_CORE_DIR) && gcc -O2 -Wall -Wextra -o build/rc_xfer \
 		qemu-test/clients/rc_xfer.c -I$$rc/build/include -L$$rc/build/lib -lrdmacm -libverbs \
@@ -226,6 +227,7 @@ guest-tools: provider
 		gcc -O2 -Wall -Wextra -o build/$$t qemu-test/clients/$$t.c -Iprovider/include \
 		-I$$rc/build/include -L$$rc/build/lib $(PROVIDER_LIB) -libverbs \
 		-Wl,-rpath,$$rc/build/lib || exit 1; done
+	@mpicc -O2 -Wall -Wextra -o build/mpi_check qemu-test/clients/mpi_check.c
 
 run: $(if $(KDIR),module-kdir,module-plain) provider
 	@OXE_KDIR=$(KDIR) qemu-test/vm.sh run plain
