@@ -32,6 +32,11 @@ oxe_data_suites() {
     run_suite mkey_wire_oxe0_rxe1 suite_mkey_wire oxe0 rxe1
     run_suite mkey_inflight_oxe0_rxe1 suite_mkey_inflight oxe0 rxe1
     run_suite loss_oxe0_oxe1 suite_loss oxe0 oxe1
+    # UCX, Open MPI and libfabric between oxe and rxe, on the debug kernel,
+    # UCX over rc_verbs alone here (quick); oxe against oxe, and rxe against
+    # rxe for the figures beside it, run whole in `make test`'s plain guest
+    # (yardstick).
+    run_suite middleware_oxe0_rxe1 suite_middleware oxe0 rxe1 quick
 }
 
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
@@ -163,6 +168,10 @@ yardstick)
     unset OXE_SKIP_TESTS
     # oxe and rxe with their namespaces swapped (see oxe_data_suites).
     run_suite clients_rxe0_oxe1 suite_clients rxe0 oxe1
+    # The middleware on each device type alone, same kernel, same run: the
+    # figures of one beside the other's in summary.json.
+    run_suite middleware_oxe0_oxe1 suite_middleware oxe0 oxe1
+    run_suite middleware_rxe0_rxe1 suite_middleware rxe0 rxe1
     ;;
 bench)
     # Same guest, same run, for both devices: only the ratios mean anything.
@@ -188,6 +197,10 @@ bench)
     # Kernel consumers: NVMe over Fabrics, each type on a pair of its own.
     rdma_reset
     run_suite bench_nvmeof suite_bench_nvmeof
+    # The middleware, each type on a pair of its own (figures in
+    # suites/middleware-*.json, read by qemu-test/bench/report.py).
+    run_suite middleware_oxe0_oxe1 suite_middleware oxe0 oxe1
+    run_suite middleware_rxe0_rxe1 suite_middleware rxe0 rxe1
     ;;
 bench-nvmeof)
     # The NVMe-oF benchmark alone (qemu-test/vm.sh bench-nvmeof).
@@ -198,6 +211,14 @@ clients)
     net_setup
     run_suite clients_rxe0_rxe1 suite_clients rxe0 rxe1
     run_suite loss_rxe0_rxe1 suite_loss rxe0 rxe1
+    ;;
+middleware)
+    # The middleware suites alone (qemu-test/vm.sh middleware): every pairing.
+    rdma system set netns shared 2>/dev/null || true
+    net_setup
+    run_suite middleware_oxe0_oxe1 suite_middleware oxe0 oxe1
+    run_suite middleware_oxe0_rxe1 suite_middleware oxe0 rxe1
+    run_suite middleware_rxe0_rxe1 suite_middleware rxe0 rxe1
     ;;
 clients-oxe)
     # The oxe data-path suites alone (qemu-test/vm.sh clients-oxe).
