@@ -306,6 +306,62 @@ def nvmeof_markdown(nv):
     return md
 
 
+# Units the middleware tools print (qperf picks its own per figure), each as
+# a factor to one unit per kind: MB/s for bandwidth, msg/s for rates, µs for
+# times.
+UNITS = {
+    "bytes/sec": ("MB/s", 1e-6), "KB/sec": ("MB/s", 1e-3), "MB/sec": ("MB/s", 1.0),
+    "GB/sec": ("MB/s", 1e3), "MB/s": ("MB/s", 1.0),
+    "/sec": ("msg/s", 1.0), "K/sec": ("msg/s", 1e3), "M/sec": ("msg/s", 1e6), "msg/s": ("msg/s", 1.0),
+    "ns": ("us", 1e-3), "us": ("us", 1.0), "ms": ("us", 1e3), "sec": ("us", 1e6), "s": ("us", 1e6),
+}
+
+
+def figure(text):
+    """(value, unit) of a middleware figure such as "46.1 MB/sec" or "372 us",
+    in the unit of its kind (UNITS); (None, None) for anything else, such as
+    the bytes a check saw cross the wire, which is no measure of speed."""
+    value, _, unit = text.partition(" ")
+    if unit not in UNITS:
+        return None, None
+    try:
+        to, factor = UNITS[unit]
+        return float(value.replace(",", "")) * factor, to
+    except ValueError:
+        return None, None
+
+
+def middleware_section(results):
+    """The middleware suite's figures (suites/middleware-*.json, written by
+    suites/middleware.sh), oxe0-oxe1 beside rxe0-rxe1. The speed-up is
+    oxe over rxe for a rate, rxe over oxe for a time."""
+    side = {}
+    for typ in ("oxe", "rxe"):
+        entry = load(results / "suites" / f"middleware-{typ}0-{typ}1.json")
+        if not entry:
+            return None
+        suffix = f":{typ}0->{typ}1"
+        side[typ] = {k.removesuffix(suffix): v for k, v in entry.get("figures", {}).items()}
+    rows = []
+    for check in sorted(side["oxe"].keys() & side["rxe"].keys()):
+        (o, unit), (r, r_unit) = figure(side["oxe"][check]), figure(side["rxe"][check])
+        if not o or not r or unit != r_unit:
+            continue
+        rows.append({"check": check, "unit": unit, "oxe": round(o, 3), "rxe": round(r, 3),
+                     "speedup": round(r / o if unit == "us" else o / r, 2)})
+    return {"rows": rows}
+
+
+def middleware_markdown(mw):
+    if not mw:
+        return ["", "Middleware: missing (suites/middleware-{oxe0-oxe1,rxe0-rxe1}.json absent)"]
+    md = ["", "| middleware (docs/middleware.md), one run each | unit | oxe | rxe | speed-up |",
+          "|---|---|---:|---:|---:|"]
+    md += [f"| {r['check']} | {r['unit']} | {r['oxe']:g} | {r['rxe']:g} | {r['speedup']:.2f} |"
+           for r in mw["rows"]]
+    return md
+
+
 def fmt(v, nd=1):
     return "missing" if v is None else f"{v:.{nd}f}"
 
@@ -545,6 +601,7 @@ def main(results, docs=None):
     nvmeof = nvmeof_section(results)
     inline = inline_section(results)
     mkey = mkey_section(results)
+    middleware = middleware_section(results)
     bench = {
         "mr": mr,
         "odp_touch": touch,
@@ -552,6 +609,7 @@ def main(results, docs=None):
         "perf": perf,
         "inline_recv": inline,
         "mkey": mkey,
+        "middleware": middleware,
         "targets": {"reg_dereg_ratio_from_2MiB": 0.8, "rereg_over_dereg_reg": 0.1,
                     "odp_first_touch_over_rxe": ">= 1.5", "odp_present_over_pinned": ">= 0.9",
                     "nvmeof_over_rxe": f">= {NVMEOF_TARGET}",
@@ -571,7 +629,7 @@ def main(results, docs=None):
         (results / "bench.prev.json").write_text(json.dumps(prev, indent=2) + "\n")
     (results / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
     md = (markdown(mr, perf, touch, nvmeof) + inline_markdown(inline) + mkey_markdown(mkey)
-          + regressions_markdown(bench["regressions"] or [], prev_when))
+          + middleware_markdown(middleware) + regressions_markdown(bench["regressions"] or [], prev_when))
     (results / "bench.md").write_text("\n".join(md) + "\n")
     if docs:
         Path(docs).write_text(docs_page(bench, md))

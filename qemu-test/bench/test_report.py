@@ -161,5 +161,32 @@ class IndirectKeys(unittest.TestCase):
             self.assertIn("Indirect keys: missing", md)
 
 
+class Middleware(unittest.TestCase):
+    def test_figures_side_by_side_with_the_speedup_the_right_way_up(self):
+        # A rate: oxe over rxe. A time: rxe over oxe. A check with no
+        # figure on one side is left out.
+        with tempfile.TemporaryDirectory() as d:
+            results = Path(d)
+            (results / "suites").mkdir()
+            # qperf chose other units for rxe's figures; the pingpong's
+            # bytes on the wire are no speed.
+            for typ, figures in (("oxe", {"qperf:rc_bw": "40 MB/sec", "qperf:rc_lat": "200 us",
+                                          "mpi:all checks": "9 s", "mpi:pingpong": "79 MB over veth0",
+                                          "qperf:rc_fetch_add_mr": "7.1 K/sec"}),
+                                 ("rxe", {"qperf:rc_bw": "20000 KB/sec", "qperf:rc_lat": "0.4 ms",
+                                          "mpi:pingpong": "80 MB over veth0",
+                                          "qperf:rc_fetch_add_mr": "710 /sec"})):
+                pair = f"{typ}0->{typ}1"
+                (results / "suites" / f"middleware-{typ}0-{typ}1.json").write_text(json.dumps(
+                    {"suite": "middleware", "figures": {f"{k}:{pair}": v for k, v in figures.items()}}))
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                report.main(results)
+            rows = json.loads((results / "bench.json").read_text())["middleware"]["rows"]
+            self.assertEqual([(r["check"], r["speedup"]) for r in rows],
+                             [("qperf:rc_bw", 2.0), ("qperf:rc_fetch_add_mr", 10.0),
+                              ("qperf:rc_lat", 2.0)])
+            self.assertIn("| qperf:rc_lat | us | 200 | 400 | 2.00 |", out.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()
