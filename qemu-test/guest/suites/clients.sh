@@ -99,6 +99,16 @@ run_pair() { # name server-side tcp|cm port
     [ "$crc" = 0 ] && [ "$src" = 0 ]
 }
 
+# The last lines of run_pair NAME's logs, after it failed.
+pair_tails() { # name
+    local f
+    for f in "$CDIR/$1".{client,server}.log; do
+        [ -f "$f" ] || continue
+        echo "    --- $(basename "$f") (last lines)"
+        tail -n 6 "$f" | sed 's/^/    /'
+    done
+}
+
 # What a hung client and server are doing: each process's threads (state, and
 # the kernel function a sleeping one waits in), every QP the devices have
 # (state, PSNs), and each device's non-zero counters (retries, timeouts, drops,
@@ -327,14 +337,7 @@ suite_clients() { # devA devB
                 fi
                 printf '%-4s %-34s %4ds  %s\n' "$v" "$name" $((SECONDS - t1)) "${PERF:-}"
                 cat "$CDIR/.msg"
-                if [ $v = FAIL ]; then
-                    local f
-                    for f in "$CDIR/$name".{client,server}.log; do
-                        [ -f "$f" ] || continue
-                        echo "    --- $(basename "$f") (last lines)"
-                        tail -n 6 "$f" | sed 's/^/    /'
-                    done
-                fi
+                [ $v = FAIL ] && pair_tails "$name"
                 printf '"%s": "%s",\n' "$name" "$v" >>"$verdicts.tmp"
                 snooze 0.5
             done

@@ -55,16 +55,6 @@ ucx_final() { # log col
         { echo "    $(basename "$1"): not one positive figure in a Final line" >&2; return 1; }
 }
 
-# The last lines of a failed pair's logs.
-mw_tails() { # name
-    local f
-    for f in "$CDIR/$1".{client,server}.log; do
-        [ -f "$f" ] || continue
-        echo "    --- $(basename "$f") (last lines)"
-        tail -n 6 "$f" | sed 's/^/    /'
-    done
-}
-
 # qperf: one server, one client running every rc_ test in turn; a test passes
 # when its section gives a positive figure.
 mw_qperf() {
@@ -111,7 +101,7 @@ mw_ucx() { # tls [test...]
         esac
         run_pair "ucx-$t-$tls" b tcp 13337 &&
             PERF="$(ucx_final "$CDIR/ucx-$t-$tls.client.log" $col) $unit"
-        mw_verdict "ucx:$t:$tls:$MW_PAIR" $? || mw_tails "ucx-$t-$tls"
+        mw_verdict "ucx:$t:$tls:$MW_PAIR" $? || pair_tails "ucx-$t-$tls"
     done
 }
 
@@ -177,7 +167,7 @@ mw_fabric() { # name endpoint-args...
     else
         false
     fi
-    mw_verdict "libfabric:$name:$MW_PAIR" $? || mw_tails "fi-$name"
+    mw_verdict "libfabric:$name:$MW_PAIR" $? || pair_tails "fi-$name"
 }
 
 # The settings above are still needed: without UCX_UD_VERBS_ETH_DGID_CHECK=n,
