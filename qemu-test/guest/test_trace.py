@@ -4,11 +4,13 @@ fires with the fields of what happened. Known operations on DEV, then the
 records tracefs holds for them: an MR registered, reregistered and
 deregistered; an ODP range faulted in by a prefetch and taken away by
 MADV_DONTNEED; a peer's RDMA WRITE refused for rights, for bounds and for
-a key that names nothing. Run by suite_trace (suites/hostile.sh) on the
+a key that names nothing. Then the same counters through `rdma statistic
+show link`, which reads the port's. Run by suite_trace (suites/hostile.sh) on the
 debug kernel (the plain one has no tracepoints), with netns "peer" and its
 crafted frames as test_hostile_peer.py has them.
 """
 import ctypes
+import json
 import mmap
 import os
 import re
@@ -182,6 +184,36 @@ class Trace(unittest.TestCase):
                          [(str(hp.SQ_PSN), 'timeout', '1'), (str(hp.SQ_PSN), 'timeout', '0')])
         self.assertEqual(self.one('oxe_qp_state', qpn=str(qp.qp_num), state='RTS->ERR')['guid'],
                          self.guid)
+
+    def link_stats(self):
+        """`rdma statistic show link DEV/1`, as rdma prints it in JSON."""
+        out = subprocess.run(['rdma', '-j', 'statistic', 'show', 'link', f'{DEV}/1'],
+                             check=True, capture_output=True, text=True).stdout
+        (port,) = json.loads(out)
+        return port
+
+    def test_rdma_statistic_show_link_reports_oxes_counters(self):
+        port_dir = f'/sys/class/infiniband/{DEV}/ports/1/hw_counters'
+
+        def counters(path):
+            # Beside the counters, ib_core's `lifespan` (how long it caches).
+            return sorted(n for n in os.listdir(path) if n != 'lifespan')
+        names = counters(port_dir)
+        self.assertEqual(names, counters(f'/sys/class/infiniband/{DEV}/hw_counters'))
+        self.assertIn('mr_reg', names)
+        before = self.link_stats()
+        self.assertEqual(sorted(set(names) - set(before)), [], 'counters rdma does not show')
+        mrs = [MR(self.pd, PAGE, acc.IBV_ACCESS_LOCAL_WRITE) for _ in range(3)]
+        during = self.link_stats()
+        for mr in mrs:
+            mr.close()
+        after = self.link_stats()
+        self.assertEqual((during['mr_reg'] - before['mr_reg'],
+                          during['mr_active'] - before['mr_active']), (3, 3))
+        self.assertEqual((after['mr_dereg'] - during['mr_dereg'],
+                          after['mr_active'] - before['mr_active']), (3, 0))
+        with open(f'{port_dir}/mr_reg') as f:
+            self.assertEqual(int(f.read()), after['mr_reg'])
 
 
 if __name__ == '__main__':

@@ -68,6 +68,7 @@ pub(super) fn device_ops<D: Driver>() -> b::ib_device_ops {
         fill_res_qp_entry: Some(qp::fill_res_qp_entry::<D>),
         fill_stat_mr_entry: Some(mr::fill_stat_mr_entry::<D>),
         alloc_hw_device_stats: Some(stats::alloc_device_stats::<D>),
+        alloc_hw_port_stats: Some(stats::alloc_port_stats::<D>),
         get_hw_stats: Some(stats::get_stats::<D>),
         process_mad: Some(mad::process_mad::<D>),
         ..Default::default()

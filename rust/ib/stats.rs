@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Device-wide hw counters (rdma_hw_stats): the names come from the driver
-//! as a static table ([`stat_descs`]), the values from [`Driver::stats`].
+//! hw counters (rdma_hw_stats): the names come from the driver as a static
+//! table ([`stat_descs`]), the values from [`Driver::stats`]. The one table
+//! serves both the device (`hw_counters/`) and its single port
+//! (`ports/1/hw_counters/`, which `rdma statistic show link` reads): a port
+//! is the whole device.
 
 use super::driver::Driver;
 use super::ops::dev_of;
@@ -44,6 +47,22 @@ pub(crate) const fn stat_descs<const N: usize>(names: &[&'static CStr; N]) -> [S
 pub(super) unsafe extern "C" fn alloc_device_stats<D: Driver>(
     _ib: *mut b::ib_device,
 ) -> *mut b::rdma_hw_stats {
+    alloc_stats::<D>()
+}
+
+/// ops.alloc_hw_port_stats
+///
+/// # Safety
+///
+/// Called only by the kernel, with the arguments of this callback's C contract.
+pub(super) unsafe extern "C" fn alloc_port_stats<D: Driver>(
+    _ib: *mut b::ib_device,
+    _port: u32,
+) -> *mut b::rdma_hw_stats {
+    alloc_stats::<D>()
+}
+
+fn alloc_stats<D: Driver>() -> *mut b::rdma_hw_stats {
     let descs = D::stat_descs();
     // Lifespan 0: a read refreshes unless another read came in the same jiffy
     // (ib_core caches for at least that long): tests wait a few ms before reading.
@@ -67,7 +86,7 @@ pub(super) unsafe extern "C" fn get_stats<D: Driver>(
     let Ok((_, drv)) = (unsafe { dev_of::<D>(ib) }) else {
         return 0;
     };
-    // SAFETY: `stats` came from alloc_device_stats, with a `value` of
+    // SAFETY: `stats` came from alloc_stats, with a `value` of
     // `num_counters` entries.
     let out = unsafe { (*stats).value.as_mut_slice((*stats).num_counters as usize) };
     drv.stats(out);
