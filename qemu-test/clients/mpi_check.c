@@ -5,8 +5,8 @@
  * RDMA device; each check prints "ok NAME" or "FAIL NAME: why", and the
  * program exits non-zero if any check failed.
  *
- *  - pingpong: every power of two from 1 byte to 4 MiB, and one byte either
- *    side of it. Rank 0 sends a pattern seeded by the message's number, rank 1
+ *  - pingpong: every power of two from 1 byte to 4 MiB (or to the first
+ *    argument, a power of two), and one byte either side of it. Rank 0 sends a pattern seeded by the message's number, rank 1
  *    checks it and answers with a pattern of another seed, which rank 0 checks. Each
  *    receive lands in a buffer with 64 guard bytes after the message, which
  *    must be untouched, and MPI_Get_count must give the size.
@@ -33,6 +33,8 @@
 #define FETCHES 200
 
 static int rank, failures;
+/* The ping-pong's largest power of two: MAX_SIZE, or the first argument. */
+static size_t max_size = MAX_SIZE;
 
 static void verdict(const char *name, int ok, const char *why)
 {
@@ -111,7 +113,7 @@ static int recv_checked(uint8_t *buf, size_t len, int peer, uint64_t seed, char 
 
 static void check_pingpong(void)
 {
-	uint8_t *sbuf = malloc(MAX_SIZE + 1), *rbuf = malloc(MAX_SIZE + 1 + GUARD);
+	uint8_t *sbuf = malloc(max_size + 1), *rbuf = malloc(max_size + 1 + GUARD);
 	char why[160] = "", this[160];
 	uint64_t msg = 0;
 	int ok = 1;
@@ -119,7 +121,7 @@ static void check_pingpong(void)
 	if (!sbuf || !rbuf)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	/* Every size runs on both ranks whatever failed, so neither waits alone. */
-	for (size_t p = 1; p <= MAX_SIZE; p <<= 1) {
+	for (size_t p = 1; p <= max_size; p <<= 1) {
 		size_t sizes[3] = { p - 1, p, p + 1 };
 
 		for (int s = 0; s < 3; s++) {
@@ -146,7 +148,11 @@ static void check_pingpong(void)
 			}
 		}
 	}
-	verdict("pingpong 0 B to 4 MiB + 1", ok, why);
+	if (max_size >= 1 << 20)
+		snprintf(this, sizeof(this), "pingpong 0 B to %zu MiB + 1", max_size >> 20);
+	else
+		snprintf(this, sizeof(this), "pingpong 0 B to %zu KiB + 1", max_size >> 10);
+	verdict(this, ok, why);
 	free(sbuf);
 	free(rbuf);
 }
@@ -394,6 +400,20 @@ int main(int argc, char **argv)
 			fprintf(stderr, "mpi_check: needs 2 ranks, has %d\n", size);
 		MPI_Finalize();
 		return 2;
+	}
+	if (argc > 1) {
+		char *end;
+		unsigned long v = strtoul(argv[1], &end, 0);
+
+		/* A power of two, 1 KiB to MAX_SIZE. */
+		if (*end || v < 1024 || v > MAX_SIZE || (v & (v - 1))) {
+			if (rank == 0)
+				fprintf(stderr, "mpi_check: %s is no power of two from 1024 to %u\n",
+					argv[1], MAX_SIZE);
+			MPI_Finalize();
+			return 2;
+		}
+		max_size = v;
 	}
 	check_pingpong();
 	check_collectives();

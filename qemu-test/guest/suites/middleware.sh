@@ -29,9 +29,9 @@ MW_QPERF_TESTS=(rc_bi_bw rc_bw rc_compare_swap_mr rc_fetch_add_mr rc_lat rc_rdma
 # Test, message size: ucx_perftest's atomics take 8 bytes.
 MW_UCX_TESTS=("tag_bw 4096" "tag_lat 4096" "stream_bw 4096" "stream_lat 4096" "ucp_put_bw 4096"
     "ucp_put_lat 4096" "ucp_get 4096" "ucp_add 8" "ucp_fadd 8" "ucp_swap 8" "ucp_cswap 8")
-# What mpi_check's pingpong alone sends each way: three rounds of 3p bytes
-# for every power of two p up to 4 MiB.
-MW_MPI_BYTES=$((9 * (8 * 1024 * 1024 - 1)))
+# The largest message of mpi_check's pingpong (its argument): 1 MiB in quick
+# mode, where the debug kernel moves the 4 MiB run's 150 MB in minutes.
+MW_MPI_MAX=$((4 << 20))
 
 # Records one verdict NAME (status of the command run), with the figure PERF.
 # Verdicts and figures go to tab-separated files first, made into JSON at the
@@ -114,8 +114,11 @@ mw_ucx() { # tls [test...]
 # interface, and loopback is not reachable from netns peer: it listens on
 # veth0. Every -x is per rank: given before the first rank, it reaches that
 # rank only.
-mw_mpi() {
-    local log=$CDIR/mpi_check.log tx0 tx1 rc line t1=$SECONDS
+mw_mpi() { # [largest pingpong message]
+    local log=$CDIR/mpi_check.log tx0 tx1 rc line t1=$SECONDS max=${1:-$MW_MPI_MAX}
+    # What the pingpong alone sends each way: three rounds of 3p bytes for
+    # every power of two p up to max.
+    local bytes=$((9 * (2 * max - 1)))
     # Open MPI 4.1's UCX components take only mlx* devices and a list of
     # transports unless told otherwise.
     local mca=(--allow-run-as-root --oversubscribe --mca pml ucx --mca osc ucx --mca btl self
@@ -124,9 +127,10 @@ mw_mpi() {
     for e in "${MW_UCX_ENV[@]}"; do ucx+=(-x "$e"); done
     tx0=$(cat /sys/class/net/veth0/statistics/tx_bytes)
     PMIX_MCA_ptl_tcp_if_include=veth0 PMIX_MCA_ptl_tcp_remote_connections=1 \
-        timeout 240 mpirun "${mca[@]}" \
-        -np 1 "${ucx[@]}" -x UCX_NET_DEVICES="$DEV_A:1" "$OXE_TOP/build/mpi_check" : \
-        -np 1 "${ucx[@]}" -x UCX_NET_DEVICES="$DEV_B:1" ip netns exec peer "$OXE_TOP/build/mpi_check" \
+        timeout 400 mpirun "${mca[@]}" \
+        -np 1 "${ucx[@]}" -x UCX_NET_DEVICES="$DEV_A:1" "$OXE_TOP/build/mpi_check" "$max" : \
+        -np 1 "${ucx[@]}" -x UCX_NET_DEVICES="$DEV_B:1" ip netns exec peer \
+        "$OXE_TOP/build/mpi_check" "$max" \
         >"$log" 2>&1
     rc=$?
     tx1=$(cat /sys/class/net/veth0/statistics/tx_bytes)
@@ -134,8 +138,8 @@ mw_mpi() {
     while read -r line; do
         PERF=
         [[ $line == "ok pingpong"* ]] && PERF="$(((tx1 - tx0) / 1000000)) MB over veth0"
-        if [[ $line == "ok pingpong"* && $((tx1 - tx0)) -lt $MW_MPI_BYTES ]]; then
-            echo "    veth0 sent $((tx1 - tx0)) bytes, less than the pingpong's $MW_MPI_BYTES"
+        if [[ $line == "ok pingpong"* && $((tx1 - tx0)) -lt $bytes ]]; then
+            echo "    veth0 sent $((tx1 - tx0)) bytes, less than the pingpong's $bytes"
             mw_verdict "mpi:${line#ok }:$MW_PAIR" 1
         elif [[ $line == ok* ]]; then
             mw_verdict "mpi:${line#ok }:$MW_PAIR" 0
@@ -209,7 +213,8 @@ EOF
 
 # With "quick" (the debug kernel, where each run takes several times as
 # long), UCX runs over rc_verbs only, its wire-up over ud_verbs all the same,
-# one test of each kind: tag, put, get, and two atomics.
+# one test of each kind: tag, put, get, and two atomics; and mpi_check's
+# pingpong to 1 MiB.
 suite_middleware() { # devA devB [quick]
     DEV_A=$1 DEV_B=$2
     local t0=$SECONDS rc=0
@@ -230,7 +235,7 @@ suite_middleware() { # devA devB [quick]
             mw_ucx rc_verbs,ud_verbs
             mw_ucx ud_verbs
         fi
-        mw_mpi
+        if [ "${3:-}" = quick ]; then mw_mpi $((1 << 20)); else mw_mpi; fi
         mw_fabric msg -p verbs -e msg
         mw_fabric rdm -p "verbs;ofi_rxm" -e rdm
         mw_fabric rdm-tagged -p "verbs;ofi_rxm" -e rdm -m tagged
