@@ -29,8 +29,8 @@ MW_QPERF_TESTS=(rc_bi_bw rc_bw rc_compare_swap_mr rc_fetch_add_mr rc_lat rc_rdma
 # Test, message size: ucx_perftest's atomics take 8 bytes.
 MW_UCX_TESTS=("tag_bw 4096" "tag_lat 4096" "stream_bw 4096" "stream_lat 4096" "ucp_put_bw 4096"
     "ucp_put_lat 4096" "ucp_get 4096" "ucp_add 8" "ucp_fadd 8" "ucp_swap 8" "ucp_cswap 8")
-# The largest message of mpi_check's pingpong (its argument): 1 MiB in quick
-# mode, where the debug kernel moves the 4 MiB run's 150 MB in minutes.
+# The largest message of mpi_check's pingpong (its argument): 256 KiB in
+# quick mode, where the debug kernel moves the 4 MiB run's 150 MB in minutes.
 MW_MPI_MAX=$((4 << 20))
 
 # Records one verdict NAME (status of the command run), with the figure PERF.
@@ -213,8 +213,9 @@ EOF
 
 # With "quick" (the debug kernel, where each run takes several times as
 # long), UCX runs over rc_verbs only, its wire-up over ud_verbs all the same,
-# one test of each kind: tag, put, get, and two atomics; and mpi_check's
-# pingpong to 1 MiB.
+# one test of each kind: tag, put, get, and two atomics; mpi_check's
+# pingpong to 256 KiB; no tagged rdm run and no needs: check (what they show
+# does not depend on the kernel, and the plain guest runs them).
 suite_middleware() { # devA devB [quick]
     DEV_A=$1 DEV_B=$2
     local t0=$SECONDS rc=0
@@ -235,11 +236,13 @@ suite_middleware() { # devA devB [quick]
             mw_ucx rc_verbs,ud_verbs
             mw_ucx ud_verbs
         fi
-        if [ "${3:-}" = quick ]; then mw_mpi $((1 << 20)); else mw_mpi; fi
+        if [ "${3:-}" = quick ]; then mw_mpi $((256 << 10)); else mw_mpi; fi
         mw_fabric msg -p verbs -e msg
         mw_fabric rdm -p "verbs;ofi_rxm" -e rdm
-        mw_fabric rdm-tagged -p "verbs;ofi_rxm" -e rdm -m tagged
-        mw_needs_dgid_check
+        if [ "${3:-}" != quick ]; then
+            mw_fabric rdm-tagged -p "verbs;ofi_rxm" -e rdm -m tagged
+            mw_needs_dgid_check
+        fi
     else
         echo "cannot set up $DEV_A <-> $DEV_B: no check ran"
     fi
